@@ -1,0 +1,58 @@
+# swarmlab: `make demo` and `make test` set up everything they need (venv, install, Docker
+# engine, local images) on a fresh Linux machine.
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.swarmlab-installed
+
+.PHONY: setup engine image demo test lint bench clean distclean
+
+setup: $(STAMP) engine image
+
+# The first of python3.13/3.12/3.11/python3 that is >= 3.11 makes the virtual environment.
+$(PY):
+	@for candidate in python3.13 python3.12 python3.11 python3; do \
+	  if command -v $$candidate >/dev/null 2>&1 && \
+	     $$candidate -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
+	    echo "creating $(VENV) with $$(command -v $$candidate) ($$($$candidate -V 2>&1))"; \
+	    exec $$candidate -m venv $(VENV); \
+	  fi; \
+	done; \
+	echo "swarmlab needs Python >= 3.11; found: $$(python3 -V 2>&1 || echo 'no python3')." \
+	     "Install python3.11 or newer and run make again." >&2; \
+	exit 1
+
+# Reinstalled only when pyproject.toml changes.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+engine:
+	@bash scripts/docker-engine.sh ensure
+
+image: $(STAMP) engine
+	@$(PY) -m isolation.images
+
+demo: setup
+	$(PY) -m judge preflight task=decode_cpu
+
+test: setup
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+bench: setup
+	@shopt -s nullglob; scripts=(bench/*.py); \
+	if [ $${#scripts[@]} -eq 0 ]; then echo "bench/ holds no benchmark scripts (bench/*.py)" >&2; exit 1; fi; \
+	for script in "$${scripts[@]}"; do echo "== $$script"; $(PY) "$$script" || exit 1; done
+
+# Build and tool caches. Never results/ (experiment data) nor .venv (see distclean).
+clean:
+	rm -rf .cache .pytest_cache .ruff_cache build dist *.egg-info
+	find . -path ./.venv -prune -o -name __pycache__ -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

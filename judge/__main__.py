@@ -1,0 +1,70 @@
+"""``python -m judge preflight|evaluate|setup|serve [overrides]``.
+
+    python -m judge preflight task=decode_cpu                     # mutants table; exit 0 iff all match
+    python -m judge evaluate task=decode_cpu candidate=PATH_OR_REF  # verdict; JSON on the last line
+    python -m judge setup task=decode_cpu                         # make the private folder only
+    python -m judge serve task=decode_cpu                         # the queue worker (runner starts it)
+
+Exit codes: 0 PASS / preflight all as expected; 1 WRONG, REJECT or a preflight mismatch;
+2 bad input (nothing queued); 3 ERROR (the judge or infrastructure failed).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from judge.api import compose_judge_config
+from judge.checkout import BadInput, resolve_candidate
+from judge.verdict import Verdict
+
+COMMANDS = ("preflight", "evaluate", "setup", "serve")
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> int:
+    from isolation import DockerUnavailable
+    from judge.preflight import format_table, run_preflight
+    from judge.private import setup
+    from judge.queue import JudgeQueue
+    from judge.service import describe, run_until_done, serve_forever
+
+    if not argv or argv[0] not in COMMANDS:
+        print(f"usage: python -m judge {{{'|'.join(COMMANDS)}}} [key=value ...]", file=sys.stderr)
+        return 2
+    command, overrides = argv[0], argv[1:]
+    try:
+        cfg = compose_judge_config(overrides)
+        if command == "evaluate":
+            candidate = resolve_candidate(cfg.candidate or "", cfg.repo)
+        home = setup(cfg, progress=_progress)
+        if command == "setup":
+            print(home.root)
+            return 0
+        if command == "serve":
+            return serve_forever(cfg, home)
+        if command == "preflight":
+            rows = run_preflight(cfg, home, only=list(cfg.only), progress=_progress)
+            print(format_table(rows))
+            ok = all(r.ok for r in rows)
+            print(f"preflight {'passed' if ok else 'FAILED'}: {sum(r.ok for r in rows)}/{len(rows)} as expected")
+            return 0 if ok else 1
+        queue = JudgeQueue(home.queue_path, cfg.judge.queue_policy)
+        job = queue.enqueue(arm=cfg.arm, agent=cfg.agent, repo=str(candidate.repo), commit=candidate.commit,
+                            label=candidate.ref)
+        [evaluation] = run_until_done(cfg, home, [job], progress=_progress)
+        print(describe(evaluation))
+        if evaluation.detail:
+            print(evaluation.detail)
+        print(evaluation.to_json())
+        return {Verdict.PASS: 0, Verdict.WRONG: 1, Verdict.REJECT: 1}.get(evaluation.verdict, 3)
+    except (BadInput, DockerUnavailable, FileNotFoundError, ValueError) as exc:
+        print(f"judge: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,93 @@
+"""Structured configs of the judge (Hydra groups ``judge`` and ``schema``) and their registration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from hydra.core.config_store import ConfigStore
+
+from tasks.schema import TaskConfig
+
+
+@dataclass
+class SandboxConfig:
+    """The evaluation container.
+
+    ``python: auto`` runs the judge's own interpreter inside the offline base image, with the
+    virtual environment and its base installation mounted read-only at the same paths. With a
+    normal image (say ``python:3.12-slim`` plus numpy) set ``image``, ``python: python3`` and
+    ``mount_host_python: false``.
+    """
+
+    image: str = "swarmlab-base:1"
+    python: str = "auto"
+    mount_host_python: bool = True
+    # "auto": the last CPU of the machine; agents get the others.
+    cpuset: str = "auto"
+    memory: str = "2g"
+    pids_limit: int = 256
+    scratch_mb: int = 512
+    env: dict[str, str] = field(
+        default_factory=lambda: {
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "HOME": "/tmp",
+        }
+    )
+
+
+@dataclass
+class JudgeConfig:
+    """How the judge scores. Every machine-dependent limit is relative to the same evaluation's
+    baseline for the same case; the floors below only absorb timer noise on tiny durations."""
+
+    # Hidden seeds, references, the baseline build and the queue live here; never mounted
+    # into an agent's container. The task's content hash is appended, so a changed task never
+    # reuses references made from an older template.
+    private_dir: str = "results/judge"
+    device: str = "cpu"
+    queue_policy: str = "fifo"
+    # null: drawn from the OS at judge setup and kept in the private folder.
+    hidden_seed: int | None = None
+    preflight: str = "required"
+    prefill_cap_factor: float = 1.5
+    prefill_cap_slack_ms: float = 25.0
+    # A first divergence where the reference's top-2 margin is below this is tagged near_tie.
+    near_tie_margin: float = 0.01
+    # "wrong": the spec demands token equality, near ties included (tagged). "pass": tolerate.
+    near_tie_policy: str = "wrong"
+    # A request may take this many times the baseline's time for the same request, plus the floor.
+    timeout_factor: float = 6.0
+    timeout_floor_s: float = 10.0
+    load_timeout_s: float = 60.0
+    build_timeout_s: float = 120.0
+    # A timing-based failure is measured again once before it is charged.
+    confirm_timing_failures: bool = True
+    # An infrastructure fault re-queues the evaluation; after this many tries it stays ERROR.
+    max_attempts: int = 3
+    max_tree_mb: int = 64
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+
+
+@dataclass
+class JudgeAppConfig:
+    """Top-level config of ``python -m judge``."""
+
+    task: TaskConfig = field(default_factory=TaskConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    # `evaluate`: PATH (HEAD), PATH@REF, or REF inside `repo`.
+    candidate: str | None = None
+    repo: str | None = None
+    # `evaluate`: who the submission is charged to.
+    arm: str = "manual"
+    agent: str = "cli"
+    # `preflight`: run only these mutants (empty: all).
+    only: list[str] = field(default_factory=list)
+
+
+def register_configs() -> None:
+    """Put the schemas in Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(group="schema", name="task", node=TaskConfig)
+    cs.store(group="schema", name="judge", node=JudgeConfig)
+    cs.store(name="judge_app_schema", node=JudgeAppConfig)

@@ -1,0 +1,171 @@
+"""Preflight: the judge scores the task's mutants before any agent starts, and the run only
+goes ahead when every verdict is the expected one. A judge whose criteria changed must pass
+this again: its result is kept with a fingerprint of the judge's code, the task and the
+judge's settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import git
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from judge.private import JudgeHome, task_fingerprint
+from judge.queue import JudgeQueue
+from judge.service import describe, run_until_done
+from judge.verdict import Evaluation
+from tasks.schema import task_root
+
+Progress = Callable[[str], None]
+_AUTHOR = "swarmlab judge <judge@swarmlab.invalid>"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A known candidate and the verdict the judge must give it."""
+
+    name: str
+    patch: str | None
+    expect: str
+    reason: str | None = None
+    min_x_baseline: float | None = None
+    max_x_baseline: float | None = None
+    why: str = ""
+
+
+@dataclass
+class PreflightRow:
+    mutant: str
+    expected: str
+    got: str
+    seconds: float
+    ok: bool
+    detail: str
+
+
+def load_mutants(cfg: DictConfig) -> list[Mutant]:
+    path = task_root(cfg.task) / cfg.task.mutants
+    if not path.is_file():
+        raise FileNotFoundError(f"task {cfg.task.name}: mutants file {path} does not exist")
+    entries = yaml.safe_load(path.read_text()) or []
+    return [Mutant(**entry) for entry in entries]
+
+
+def expectation(m: Mutant) -> str:
+    text = m.expect + (f" ({m.reason})" if m.reason else "")
+    if m.min_x_baseline is not None:
+        text += f" x>={m.min_x_baseline:g}"
+    if m.max_x_baseline is not None:
+        text += f" x<={m.max_x_baseline:g}"
+    return text
+
+
+def matches(m: Mutant, e: Evaluation) -> bool:
+    if str(e.verdict) != m.expect or (m.reason and e.reason != m.reason):
+        return False
+    x = e.metrics.get("x_baseline")
+    if m.min_x_baseline is not None and (x is None or x < m.min_x_baseline):
+        return False
+    return not (m.max_x_baseline is not None and (x is None or x > m.max_x_baseline))
+
+
+def commit_tree(repo: git.Repo, message: str) -> str:
+    """Commit everything in the work tree with a fixed author and date (stable shas)."""
+    repo.git.add("-A")
+    env = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    with repo.git.custom_environment(**env):
+        repo.git.commit("-q", "--allow-empty", "--no-verify", "-m", message, f"--author={_AUTHOR}")
+    return repo.head.commit.hexsha
+
+
+def build_mutant_repo(cfg: DictConfig, home: JudgeHome, mutants: list[Mutant]) -> tuple[Path, dict[str, str]]:
+    """A repository with the template on ``master`` and one commit per mutant; {name: sha}."""
+    root = home.root / "mutants"
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(task_root(cfg.task) / cfg.task.template, root, ignore=shutil.ignore_patterns("__pycache__"))
+    repo = git.Repo.init(root, initial_branch="master")
+    with repo.config_writer() as config:
+        config.set_value("user", "name", "swarmlab judge")
+        config.set_value("user", "email", "judge@swarmlab.invalid")
+    base = commit_tree(repo, "template")
+    shas = {}
+    for m in mutants:
+        repo.git.checkout("-q", "-f", base)
+        repo.git.clean("-qfdx")
+        if m.patch:
+            patch = task_root(cfg.task) / m.patch
+            try:
+                repo.git.apply(str(patch))
+            except git.GitCommandError as exc:
+                raise ValueError(f"mutant {m.name}: patch {patch} does not apply: {exc.stderr.strip()}") from None
+        shas[m.name] = commit_tree(repo, f"mutant {m.name}")
+    repo.git.checkout("-q", "-f", base)
+    return root, shas
+
+
+def judge_code_hash() -> str:
+    digest = hashlib.sha256()
+    for file in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def preflight_fingerprint(cfg: DictConfig) -> str:
+    settings = OmegaConf.to_container(cfg.judge, resolve=True)
+    blob = json.dumps({"judge": judge_code_hash(), "task": task_fingerprint(cfg), "settings": settings}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def run_preflight(
+    cfg: DictConfig, home: JudgeHome, only: list[str] | None = None, progress: Progress | None = None
+) -> list[PreflightRow]:
+    """Score every mutant (or those in ``only``) through the judge's own queue."""
+    mutants = load_mutants(cfg)
+    if only:
+        unknown = sorted(set(only) - {m.name for m in mutants})
+        if unknown:
+            raise ValueError(f"no mutant named {', '.join(unknown)}; known: {', '.join(m.name for m in mutants)}")
+        mutants = [m for m in mutants if m.name in only]
+    repo, shas = build_mutant_repo(cfg, home, mutants)
+    queue = JudgeQueue(home.queue_path, cfg.judge.queue_policy)
+    jobs = {m.name: queue.enqueue(arm="preflight", agent="judge", repo=str(repo), commit=shas[m.name], label=m.name)
+            for m in mutants}
+    results = run_until_done(cfg, home, list(jobs.values()), progress=progress)
+    rows = []
+    for m, e in zip(mutants, results, strict=True):
+        rows.append(PreflightRow(m.name, expectation(m), describe(e), e.stages.get("total", 0.0), matches(m, e), e.detail))
+    record = {
+        "fingerprint": preflight_fingerprint(cfg),
+        "at": time.time(),
+        "complete": not only,
+        "ok": all(r.ok for r in rows),
+        "rows": [asdict(r) for r in rows],
+    }
+    (home.root / ("preflight.json" if not only else "preflight-partial.json")).write_text(json.dumps(record, indent=1))
+    return rows
+
+
+def passed_preflight(cfg: DictConfig, home: JudgeHome) -> bool:
+    """True if a complete preflight with these exact judge code, task and settings passed."""
+    path = home.root / "preflight.json"
+    if not path.exists():
+        return False
+    record = json.loads(path.read_text())
+    return bool(record.get("ok") and record.get("complete") and record.get("fingerprint") == preflight_fingerprint(cfg))
+
+
+def format_table(rows: list[PreflightRow]) -> str:
+    headers = ("mutant", "expected", "got", "seconds", "")
+    body = [(r.mutant, r.expected, r.got, f"{r.seconds:.1f}", "ok" if r.ok else "MISMATCH") for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *body, strict=True)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip() for line in (headers, *body)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,235 @@
+"""The judge's durable, serial queue (SQLite, WAL).
+
+An evaluation is claimed and its result written in single transactions, so a judge killed
+mid-evaluation leaves the job ``running``; the next worker for that device puts it back in
+the queue. A job is therefore never lost and never counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from judge.verdict import Evaluation
+
+POLICIES = ("fifo", "fair")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    arm TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    label TEXT NOT NULL DEFAULT '',
+    repo TEXT NOT NULL,
+    commit_sha TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done')),
+    device TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    enqueued_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    verdict TEXT,
+    result TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, id);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    job_id INTEGER,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL DEFAULT '{}'
+);
+"""
+
+
+@dataclass(frozen=True)
+class Job:
+    """A submission waiting for, or under, evaluation."""
+
+    id: int
+    arm: str
+    agent: str
+    label: str
+    repo: str
+    commit: str
+    attempts: int
+    enqueued_at: float
+
+
+class JudgeQueue:
+    """Durable queue of submissions. Safe to open from several processes at once.
+
+    Args:
+        path: the SQLite file (created with its schema if missing).
+        policy: ``fifo`` (oldest first) or ``fair`` (round-robin by arm: the arm served
+            longest ago goes next, then its oldest job).
+    """
+
+    def __init__(self, path: str | Path, policy: str = "fifo") -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"queue policy {policy!r} is not one of {', '.join(POLICIES)}")
+        self.path = Path(path)
+        self.policy = policy
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.executescript(_SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            yield db
+        finally:
+            db.close()
+
+    def enqueue(self, *, arm: str, agent: str, repo: str, commit: str, label: str = "") -> int:
+        """Queue one commit (a full sha) of ``repo``; returns the job id."""
+        with self._connect() as db:
+            cur = db.execute(
+                "INSERT INTO jobs (arm, agent, label, repo, commit_sha, state, enqueued_at)"
+                " VALUES (?, ?, ?, ?, ?, 'queued', ?)",
+                (arm, agent, label, str(repo), commit, time.time()),
+            )
+            job_id = int(cur.lastrowid or 0)
+            self._event(db, job_id, "enqueued", {"arm": arm, "agent": agent, "commit": commit})
+            return job_id
+
+    def claim(self, device: str) -> Job | None:
+        """Take the next job by policy and mark it running on ``device``; None when empty."""
+        order = "j.id"
+        if self.policy == "fair":
+            order = (
+                "(SELECT COALESCE(MAX(k.started_at), 0) FROM jobs k"
+                " WHERE k.arm = j.arm AND k.started_at IS NOT NULL), j.id"
+            )
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute(
+                f"SELECT j.id FROM jobs j WHERE j.state = 'queued' ORDER BY {order} LIMIT 1"
+            ).fetchone()
+            if row is None:
+                db.execute("COMMIT")
+                return None
+            db.execute(
+                "UPDATE jobs SET state = 'running', device = ?, attempts = attempts + 1,"
+                " started_at = ? WHERE id = ?",
+                (device, time.time(), row[0]),
+            )
+            self._event(db, row[0], "started", {"device": device})
+            db.execute("COMMIT")
+            return self._job(db, row[0])
+
+    def finish(self, job_id: int, evaluation: Evaluation) -> bool:
+        """Store the result of a running job; False if it was not running (never twice)."""
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            cur = db.execute(
+                "UPDATE jobs SET state = 'done', verdict = ?, result = ?, finished_at = ?"
+                " WHERE id = ? AND state = 'running'",
+                (str(evaluation.verdict), evaluation.to_json(), evaluation.finished_at, job_id),
+            )
+            if cur.rowcount:
+                self._event(db, job_id, "finished", {"verdict": str(evaluation.verdict)})
+            db.execute("COMMIT")
+            return cur.rowcount == 1
+
+    def requeue(self, job_id: int, why: str) -> None:
+        """Put a running job back (an infrastructure fault, not the candidate's)."""
+        with self._connect() as db:
+            db.execute(
+                "UPDATE jobs SET state = 'queued', started_at = NULL WHERE id = ? AND state = 'running'",
+                (job_id,),
+            )
+            self._event(db, job_id, "requeued", {"why": why})
+
+    def recover(self, device: str) -> list[int]:
+        """Re-queue jobs left running on ``device`` by a worker that died. Call it only while
+        holding that device's lock, so no live worker owns them."""
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            ids = [
+                r[0]
+                for r in db.execute(
+                    "SELECT id FROM jobs WHERE state = 'running' AND device = ?", (device,)
+                )
+            ]
+            for job_id in ids:
+                db.execute(
+                    "UPDATE jobs SET state = 'queued', started_at = NULL WHERE id = ?", (job_id,)
+                )
+                self._event(db, job_id, "recovered", {"device": device})
+            db.execute("COMMIT")
+            return ids
+
+    def result(self, job_id: int) -> Evaluation | None:
+        """The finished evaluation of a job, or None while it is queued or running."""
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT result FROM jobs WHERE id = ? AND state = 'done'", (job_id,)
+            ).fetchone()
+        return Evaluation.from_dict(json.loads(row[0])) if row else None
+
+    def state(self, job_id: int) -> str | None:
+        with self._connect() as db:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return row[0] if row else None
+
+    def wait(self, job_id: int, timeout: float | None = None, poll: float = 0.2) -> Evaluation:
+        """Block until ``job_id`` is done; raises TimeoutError after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            evaluation = self.result(job_id)
+            if evaluation is not None:
+                return evaluation
+            if self.state(job_id) is None:
+                raise KeyError(f"no job {job_id} in {self.path}")
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} not done after {timeout} s")
+            time.sleep(poll)
+
+    def counts(self) -> dict[str, int]:
+        """Number of jobs per state."""
+        with self._connect() as db:
+            rows = db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+        return {state: n for state, n in rows}
+
+    def evaluations(self) -> list[Evaluation]:
+        """Every finished evaluation, in the order they finished."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT result FROM jobs WHERE state = 'done' ORDER BY finished_at, id"
+            ).fetchall()
+        return [Evaluation.from_dict(json.loads(r[0])) for r in rows]
+
+    def events(self, job_id: int | None = None) -> list[tuple[float, int | None, str, dict]]:
+        """The queue's own log: enqueued, started, finished, requeued, recovered."""
+        sql = "SELECT at, job_id, kind, data FROM events"
+        args: tuple = ()
+        if job_id is not None:
+            sql += " WHERE job_id = ?"
+            args = (job_id,)
+        with self._connect() as db:
+            rows = db.execute(sql + " ORDER BY id", args).fetchall()
+        return [(at, jid, kind, json.loads(data)) for at, jid, kind, data in rows]
+
+    def _job(self, db: sqlite3.Connection, job_id: int) -> Job:
+        row = db.execute(
+            "SELECT id, arm, agent, label, repo, commit_sha, attempts, enqueued_at"
+            " FROM jobs WHERE id = ?",
+            (job_id,),
+        ).fetchone()
+        return Job(*row)
+
+    @staticmethod
+    def _event(db: sqlite3.Connection, job_id: int | None, kind: str, data: dict) -> None:
+        db.execute(
+            "INSERT INTO events (at, job_id, kind, data) VALUES (?, ?, ?, ?)",
+            (time.time(), job_id, kind, json.dumps(data, sort_keys=True)),
+        )

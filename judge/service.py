@@ -1,0 +1,184 @@
+"""The judge as a service: one worker per device drains the queue, one evaluation at a time.
+
+The worker holds an exclusive lock on its device for as long as it lives, so two workers never
+time evaluations on the same device. At start it re-queues what a dead worker left running and
+removes that worker's sandboxes. ``start_service`` launches it as its own OS process, in its own
+session and process group, so restarting the runner or an agent never takes the judge down.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from omegaconf import DictConfig
+
+from judge.evaluation import Evaluator
+from judge.private import JudgeHome
+from judge.queue import JudgeQueue
+from judge.sandbox import remove_stale_sandboxes
+from judge.verdict import Evaluation, Verdict
+from tasks.schema import PROJECT_ROOT
+
+Progress = Callable[[str], None]
+
+
+class DeviceBusy(Exception):
+    """Another live worker holds this device."""
+
+
+class DeviceLock:
+    """An exclusive, non-blocking flock on ``<home>/device-<name>.lock``; released by the OS
+    if the holder dies."""
+
+    def __init__(self, home: JudgeHome, device: str) -> None:
+        self.path = home.root / f"device-{device.replace(':', '_').replace('/', '_')}.lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> DeviceLock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DeviceBusy(f"a judge worker already holds {self.path.name}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def queue_for(cfg: DictConfig, home: JudgeHome) -> JudgeQueue:
+    return JudgeQueue(home.queue_path, cfg.judge.queue_policy)
+
+
+def work(
+    cfg: DictConfig,
+    home: JudgeHome,
+    *,
+    stop: Callable[[], bool] = lambda: False,
+    idle_exit: bool = False,
+    progress: Progress | None = None,
+) -> int:
+    """Drain the queue on ``cfg.judge.device`` until ``stop()`` or, with ``idle_exit``, until
+    it is empty. Returns the number of evaluations finished.
+
+    Raises:
+        DeviceBusy: another worker owns the device (then just wait on the queue).
+    """
+    device = cfg.judge.device
+    queue = queue_for(cfg, home)
+    finished = 0
+    with DeviceLock(home, device):
+        recovered = queue.recover(device)
+        removed = remove_stale_sandboxes(home.owner)
+        if progress and (recovered or removed):
+            progress(f"judge: re-queued {len(recovered)} interrupted evaluation(s), removed {removed} stale sandbox(es)")
+        evaluator = Evaluator(cfg, home)
+        while not stop():
+            job = queue.claim(device)
+            if job is None:
+                if idle_exit:
+                    break
+                time.sleep(0.2)
+                continue
+            if progress:
+                progress(f"judge: evaluating job {job.id} ({job.arm}/{job.agent} {job.label or job.commit[:10]})")
+            evaluation = evaluator.evaluate(job)
+            if evaluation.verdict is Verdict.ERROR and job.attempts < cfg.judge.max_attempts:
+                queue.requeue(job.id, evaluation.detail)
+                if progress:
+                    progress(f"judge: job {job.id} hit a judge fault, re-queued: {evaluation.detail}")
+                continue
+            queue.finish(job.id, evaluation)
+            finished += 1
+            if progress:
+                progress(f"judge: job {job.id} -> {describe(evaluation)}")
+    return finished
+
+
+def run_until_done(cfg: DictConfig, home: JudgeHome, job_ids: list[int], progress: Progress | None = None) -> list[Evaluation]:
+    """Evaluate in this process if no worker owns the device; otherwise wait for the worker."""
+    queue = queue_for(cfg, home)
+    pending = set(job_ids)
+
+    def done() -> bool:
+        pending.difference_update({j for j in list(pending) if queue.state(j) == "done"})
+        return not pending
+
+    while not done():
+        try:
+            work(cfg, home, stop=done, idle_exit=True, progress=progress)
+        except DeviceBusy:
+            time.sleep(0.5)
+    return [queue.result(j) for j in job_ids]  # type: ignore[misc]
+
+
+def describe(evaluation: Evaluation) -> str:
+    """One line: verdict, reason, the headline numbers."""
+    m = evaluation.metrics
+    text = str(evaluation.verdict)
+    if evaluation.reason:
+        text += f" ({evaluation.reason})"
+    if "tok_s" in m:
+        text += f" {m['tok_s']:.1f} tok/s = {m['x_baseline']:.2f}x baseline"
+    if "b1_ratio" in m:
+        text += f", B=1 ratio {m['b1_ratio']:.3f}"
+    text += f" [{evaluation.stages.get('total', 0):.1f} s]"
+    return text
+
+
+def serve_forever(cfg: DictConfig, home: JudgeHome) -> int:
+    """The body of ``python -m judge serve``: work until SIGTERM/SIGINT, recording a pid file.
+
+    A signal stops the worker between evaluations; one in progress is left ``running`` and
+    re-queued by the next worker, so nothing is lost or counted twice."""
+    stopping = False
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        if stopping:  # second signal: leave now, the queue recovers the job
+            raise SystemExit(128 + signum)
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    info = home.root / "service.json"
+    info.write_text(json.dumps({"pid": os.getpid(), "started_at": time.time(), "device": cfg.judge.device}))
+
+    def log(line: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
+
+    try:
+        work(cfg, home, stop=lambda: stopping, progress=log)
+    finally:
+        info.unlink(missing_ok=True)
+    return 0
+
+
+def start_service(overrides: list[str], log_path: Path) -> subprocess.Popen:
+    """Start ``python -m judge serve`` as a separate OS process in its own session."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "judge", "serve", *overrides],
+            cwd=os.getcwd(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+        )

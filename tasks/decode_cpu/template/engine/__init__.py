@@ -1,0 +1,5 @@
+"""The inference engine served by ``harness/serve.py``."""
+
+from .model import Engine
+
+__all__ = ["Engine"]

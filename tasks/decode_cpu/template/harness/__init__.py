@@ -1,0 +1,1 @@
+"""Frozen harness: speaks the engine protocol for the Python engine in `engine/`."""

@@ -1,0 +1,90 @@
+"""Structured config for tasks (Hydra group ``task``): typos and bad types are rejected."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class CaseConfig:
+    """One correctness set: ``batch`` hidden prompts, each decoded for ``new_tokens`` steps."""
+
+    name: str
+    batch: int
+    prompt_len: list[int] = field(default_factory=lambda: [8, 24])
+    new_tokens: int = 48
+
+
+@dataclass
+class AlternatingConfig:
+    """Batched and single decodes alternating in one engine process (state-reset bugs)."""
+
+    batch: int = 4
+    new_tokens: int = 32
+    rounds: int = 2
+    prompt_len: list[int] = field(default_factory=lambda: [8, 24])
+
+
+@dataclass
+class TimingConfig:
+    """B-row aggregate decode throughput: candidate and baseline runs, interleaved."""
+
+    batch: int = 16
+    new_tokens: int = 64
+    runs: int = 3
+    baseline_runs: int = 2
+    prompt_len: list[int] = field(default_factory=lambda: [8, 24])
+
+
+@dataclass
+class B1Config:
+    """Single-sequence paired runs, candidate and baseline interleaved (ABBA)."""
+
+    pairs: int = 9
+    new_tokens: int = 64
+    prompt_len: list[int] = field(default_factory=lambda: [8, 24])
+
+
+@dataclass
+class SpecConfig:
+    """The task's three-line spec, as numbers."""
+
+    target_x_baseline: float = 2.0
+    b1_max_regression: float = 0.02
+
+
+@dataclass
+class TaskConfig:
+    """A task: where its files are and what the judge runs on it.
+
+    Paths are relative to the task's ``root`` folder, itself relative to the project root.
+    ``serve`` and ``build`` are argv lists run inside the sandbox from the candidate's tree;
+    ``{python}`` stands for the sandbox's interpreter.
+    """
+
+    name: str = "decode_cpu"
+    root: str = "tasks/decode_cpu"
+    template: str = "template"
+    mutants: str = "mutants.yaml"
+    reference: str = "reference/solution.patch"
+    # "module:function" making hidden prompts: f(seed, batch, prompt_len, vocab) -> list[list[int]]
+    inputs: str = "tasks.decode_cpu.inputs:make_prompts"
+    frozen: list[str] = field(default_factory=list)
+    package_names: list[str] = field(default_factory=list)
+    serve: list[str] = field(default_factory=lambda: ["{python}", "-I", "-B", "harness/serve.py"])
+    build: list[str] | None = None
+    vocab: int = 4096
+    cases: list[CaseConfig] = field(default_factory=list)
+    alternating: AlternatingConfig = field(default_factory=AlternatingConfig)
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    b1: B1Config = field(default_factory=B1Config)
+    spec: SpecConfig = field(default_factory=SpecConfig)
+
+
+def task_root(task: TaskConfig) -> Path:
+    """The task's folder as an absolute path (relative roots are taken from the project)."""
+    root = Path(task.root)
+    return root if root.is_absolute() else PROJECT_ROOT / root
