@@ -1,0 +1,88 @@
+"""The judge's durable queue on a real SQLite file, opened from several processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import pytest
+
+from judge.queue import JudgeQueue
+from judge.verdict import Evaluation, Verdict
+
+
+def _evaluation(job_id: int, verdict: Verdict = Verdict.PASS) -> Evaluation:
+    now = time.time()
+    return Evaluation(job_id=job_id, arm="a", agent="w", commit="c" * 40, verdict=verdict,
+                      started_at=now, finished_at=now)
+
+
+def test_fifo_takes_oldest_first(tmp_path):
+    q = JudgeQueue(tmp_path / "q.sqlite", "fifo")
+    ids = [q.enqueue(arm=arm, agent="w", repo="/r", commit="c" * 40) for arm in ("a", "a", "b")]
+    assert [q.claim("cpu").id for _ in ids] == ids
+    assert q.claim("cpu") is None
+
+
+def test_fair_round_robins_between_arms(tmp_path):
+    q = JudgeQueue(tmp_path / "q.sqlite", "fair")
+    a = [q.enqueue(arm="swarm", agent=f"w{i}", repo="/r", commit="c" * 40) for i in range(3)]
+    b = [q.enqueue(arm="solo", agent="w0", repo="/r", commit="c" * 40) for _ in range(2)]
+    order = []
+    while (job := q.claim("cpu")) is not None:
+        order.append(job.id)
+        q.finish(job.id, _evaluation(job.id))
+        time.sleep(0.01)  # started_at must differ between claims
+    assert order == [a[0], b[0], a[1], b[1], a[2]]
+
+
+def test_a_result_is_stored_once(tmp_path):
+    q = JudgeQueue(tmp_path / "q.sqlite")
+    job_id = q.enqueue(arm="a", agent="w", repo="/r", commit="c" * 40)
+    job = q.claim("cpu")
+    assert job is not None and job.attempts == 1
+    assert q.finish(job_id, _evaluation(job_id))
+    assert not q.finish(job_id, _evaluation(job_id, Verdict.WRONG))
+    assert q.result(job_id).verdict is Verdict.PASS
+    assert len(q.evaluations()) == 1
+
+
+def test_recover_requeues_what_a_dead_worker_left_running(tmp_path):
+    q = JudgeQueue(tmp_path / "q.sqlite")
+    job_id = q.enqueue(arm="a", agent="w", repo="/r", commit="c" * 40)
+    q.claim("cpu")
+    other = q.enqueue(arm="a", agent="w", repo="/r", commit="d" * 40)
+    q.claim("gpu:0")
+    # A new worker on "cpu" only takes back its own device's jobs.
+    assert q.recover("cpu") == [job_id]
+    assert q.state(job_id) == "queued" and q.state(other) == "running"
+    again = q.claim("cpu")
+    assert again.id == job_id and again.attempts == 2
+    assert [e[2] for e in q.events(job_id)] == ["enqueued", "started", "recovered", "started"]
+
+
+def _claim_all(path: str, out: multiprocessing.Queue) -> None:
+    q = JudgeQueue(path)
+    got = []
+    while (job := q.claim("cpu")) is not None:
+        got.append(job.id)
+    out.put(got)
+
+
+def test_concurrent_workers_never_claim_the_same_job(tmp_path):
+    path = tmp_path / "q.sqlite"
+    q = JudgeQueue(path)
+    ids = [q.enqueue(arm="a", agent="w", repo="/r", commit="c" * 40) for _ in range(60)]
+    out: multiprocessing.Queue = multiprocessing.Queue()
+    procs = [multiprocessing.Process(target=_claim_all, args=(str(path), out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    claimed = [job for _ in procs for job in out.get(timeout=60)]
+    for p in procs:
+        p.join()
+    assert sorted(claimed) == ids
+
+
+def test_unknown_policy_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="fifo, fair"):
+        JudgeQueue(tmp_path / "q.sqlite", "lifo")

@@ -1,0 +1,121 @@
+"""What a candidate can and cannot reach from inside the judge's sandbox (real engine)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from judge.config import SandboxConfig
+from judge.sandbox import EngineFailure, Sandbox, judge_cpuset
+from tasks.schema import PROJECT_ROOT
+
+pytestmark = pytest.mark.docker
+
+HARNESS = PROJECT_ROOT / "tasks" / "decode_cpu" / "template" / "harness"
+SERVE = ["{python}", "-I", "-B", "harness/serve.py"]
+
+PROBE = r"""
+import json, os, socket
+out = {}
+out["uid"] = os.getuid()
+out["interfaces"] = [name for _, name in socket.if_nameindex()]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    s.connect(("192.0.2.1", 9))  # a UDP connect sends no packet
+    out["udp_connect"] = "ok"
+except OSError as exc:
+    out["udp_connect"] = exc.errno
+def can_write(path):
+    try:
+        with open(path, "w") as f:
+            f.write("x")
+        return True
+    except OSError:
+        return False
+out["write_code"] = can_write("/work/candidate/engine/__init__.py")
+out["write_root"] = can_write("/evil")
+out["write_scratch"] = can_write("/scratch/ok")
+out["secret_visible"] = os.path.exists(SECRET)
+out["docker_sock"] = os.path.exists("/var/run/docker.sock")
+status = open("/proc/self/status").read()
+out["cap_eff"] = [l.split()[1] for l in status.splitlines() if l.startswith("CapEff")][0]
+out["no_new_privs"] = [l.split()[1] for l in status.splitlines() if l.startswith("NoNewPrivs")][0]
+out["cpus"] = sorted(os.sched_getaffinity(0))
+print(json.dumps(out))
+"""
+
+
+def _tree(tmp_path: Path, engine_source: str) -> Path:
+    tree = tmp_path / "tree"
+    shutil.copytree(HARNESS, tree / "harness", ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / "engine").mkdir()
+    (tree / "engine" / "__init__.py").write_text(engine_source)
+    for p in [tree, *tree.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return tree
+
+
+def test_candidate_sees_nothing_of_the_judge_and_no_network(tmp_path):
+    secret_dir = tmp_path / "judge-private"
+    secret_dir.mkdir()
+    secret = secret_dir / "seeds.json"
+    secret.write_text('{"hidden_seed": 1}')
+    tree = _tree(tmp_path, "")
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag="probe")
+    try:
+        box = sandbox.container("candidate", tree)
+        code, output = box.run([sandbox.python, "-I", "-c", PROBE.replace("SECRET", repr(str(secret)))], 60)
+    finally:
+        sandbox.close()
+    assert code == 0, output
+    seen = json.loads(output.strip().splitlines()[-1])
+    assert seen["uid"] == 65534
+    assert seen["interfaces"] == ["lo"]
+    assert seen["udp_connect"] != "ok"
+    assert not seen["write_code"] and not seen["write_root"] and seen["write_scratch"]
+    assert not seen["secret_visible"] and not seen["docker_sock"]
+    assert int(seen["cap_eff"], 16) == 0 and seen["no_new_privs"] == "1"
+    assert seen["cpus"] == [int(judge_cpuset("auto"))]
+
+
+GARBAGE = '''
+import os
+class Engine:
+    def load(self):
+        return {}
+    def prefill(self, prompts):
+        self.n = len(prompts)
+    def decode(self, steps, margins=False):
+        return [[1] * steps for _ in range(self.n)], None
+    def reset(self):
+        pass
+'''
+
+
+def test_engine_prints_cannot_corrupt_the_protocol_and_garbage_is_named(tmp_path):
+    chatty = GARBAGE.replace("return {}", "print('tok/s 9999'); os.write(1, b'garbage\\n'); return {}")
+    tree = _tree(tmp_path, chatty)
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag="garbage")
+    try:
+        box = sandbox.container("candidate", tree)
+        engine = box.engine(sandbox.serve_argv(SERVE), "e")
+        reply, _ = engine.request({"op": "load"}, 30)
+        assert reply == {"ok": True, "info": {}}
+        engine.request({"op": "prefill", "prompts": [[1, 2], [3]]}, 10)
+        reply, _ = engine.request({"op": "decode", "steps": 3}, 10)
+        assert reply["tokens"] == [[1, 1, 1], [1, 1, 1]]
+        # A serve command that is not the harness and prints garbage on stdout.
+        raw = box.engine([sandbox.python, "-I", "-c", "print('tok/s: 9999', flush=True); import sys; sys.stdin.read()"], "raw")
+        with pytest.raises(EngineFailure) as caught:
+            raw.request({"op": "load"}, 10)
+        assert caught.value.kind == "protocol"
+        # An engine that never answers.
+        silent = box.engine([sandbox.python, "-I", "-c", "import time; time.sleep(60)"], "silent")
+        with pytest.raises(EngineFailure) as caught:
+            silent.request({"op": "load"}, 1.0)
+        assert caught.value.kind == "timeout"
+    finally:
+        sandbox.close()
