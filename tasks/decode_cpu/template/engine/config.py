@@ -11,7 +11,7 @@ class ModelConfig:
 
     vocab: int = 4096
     d_model: int = 32
-    n_layers: int = 3
+    n_layers: int = 2
     n_heads: int = 2
     n_experts: int = 8
     top_k: int = 2

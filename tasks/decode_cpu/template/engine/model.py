@@ -78,6 +78,8 @@ class Engine:
         for prompt in prompts:
             if not prompt:
                 raise ValueError("empty prompt")
+            if not all(0 <= t < self.cfg.vocab for t in prompt):
+                raise ValueError("token id out of range")
             seq = _Sequence(self.cfg)
             for i, token in enumerate(prompt):
                 self._forward(seq, token, logits=i == len(prompt) - 1)
@@ -121,7 +123,9 @@ class Engine:
         x1, x2 = x[:, :half], x[:, half:]
         return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
 
-    def _attention(self, seq: _Sequence, index: int, layer: LayerWeights, h: np.ndarray):
+    def _attention(
+        self, seq: _Sequence, index: int, layer: LayerWeights, h: np.ndarray
+    ) -> np.ndarray:
         cfg = self.cfg
         heads = (cfg.n_heads, cfg.head_dim)
         q = self._rope((dequantize(layer.wq) @ h).reshape(heads), seq.length)
