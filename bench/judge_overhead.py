@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from judge.api import compose_judge_config  # noqa: E402
-from judge.preflight import build_mutant_repo, load_mutants  # noqa: E402
-from judge.private import setup  # noqa: E402
-from judge.queue import JudgeQueue  # noqa: E402
-from judge.service import describe, run_until_done  # noqa: E402
+from judge.api import compose_judge_config
+from judge.preflight import build_mutant_repo, load_mutants
+from judge.private import setup
+from judge.queue import JudgeQueue
+from judge.service import describe, run_until_done
 
 
 def main() -> int:
@@ -53,16 +53,24 @@ def main() -> int:
                 continue
             engine = per_stage.get(name, 0.0)
             stages.setdefault(name, []).append((seconds, engine, (seconds - engine) / total))
-    print(f"\n{'stage':<12} {'wall s':>8} {'engine s':>9} {'overhead':>9}   (medians over {len(evaluations)} evaluations)")
+    print(
+        f"\n{'stage':<12} {'wall s':>8} {'engine s':>9} {'overhead':>9}"
+        f"   (medians over {len(evaluations)} evaluations)"
+    )
     for name, rows in stages.items():
         wall, engine, share = (statistics.median(col) for col in zip(*rows, strict=True))
         print(f"{name:<12} {wall:8.3f} {engine:9.3f} {100 * share:8.1f}%")
     fractions = [e.metrics["overhead_s"] / e.stages["total"] for e in evaluations]
     for label in ("baseline", "reference"):
         own = [f for e, f in zip(evaluations, fractions, strict=True) if e.label == label]
-        print(f"overhead / evaluation time, {label:>9}: median {100 * statistics.median(own):.1f}%"
-              f" (min {100 * min(own):.1f}%, max {100 * max(own):.1f}%)")
-    print(f"overhead / evaluation time, all: median {100 * statistics.median(fractions):.1f}% (goal < 10%)")
+        print(
+            f"overhead / evaluation time, {label:>9}: median {100 * statistics.median(own):.1f}%"
+            f" (min {100 * min(own):.1f}%, max {100 * max(own):.1f}%)"
+        )
+    print(
+        "overhead / evaluation time, all: median"
+        f" {100 * statistics.median(fractions):.1f}% (goal < 10%)"
+    )
     return 0
 
 

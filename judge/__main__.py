@@ -1,9 +1,9 @@
 """``python -m judge preflight|evaluate|setup|serve [overrides]``.
 
-    python -m judge preflight task=decode_cpu                     # mutants table; exit 0 iff all match
-    python -m judge evaluate task=decode_cpu candidate=PATH_OR_REF  # verdict; JSON on the last line
-    python -m judge setup task=decode_cpu                         # make the private folder only
-    python -m judge serve task=decode_cpu                         # the queue worker (runner starts it)
+    python -m judge preflight task=decode_cpu          # mutants table; exit 0 iff all match
+    python -m judge evaluate task=decode_cpu candidate=PATH_OR_REF   # JSON on the last line
+    python -m judge setup task=decode_cpu              # make the private folder only
+    python -m judge serve task=decode_cpu              # the queue worker (the runner starts it)
 
 Exit codes: 0 PASS / preflight all as expected; 1 WRONG, REJECT or a preflight mismatch;
 2 bad input (nothing queued); 3 ERROR (the judge or infrastructure failed).
@@ -11,7 +11,6 @@ Exit codes: 0 PASS / preflight all as expected; 1 WRONG, REJECT or a preflight m
 
 from __future__ import annotations
 
-import json
 import sys
 
 from judge.api import compose_judge_config
@@ -47,14 +46,24 @@ def main(argv: list[str]) -> int:
         if command == "serve":
             return serve_forever(cfg, home)
         if command == "preflight":
-            rows = run_preflight(cfg, home, only=list(cfg.only), progress=_progress)
-            print(format_table(rows))
-            ok = all(r.ok for r in rows)
-            print(f"preflight {'passed' if ok else 'FAILED'}: {sum(r.ok for r in rows)}/{len(rows)} as expected")
-            return 0 if ok else 1
+            report = run_preflight(cfg, home, only=list(cfg.only), progress=_progress)
+            print(format_table(report.rows))
+            counts = {k: sum(r.status == k for r in report.rows) for k in ("ok", "UNRESOLVED")}
+            summary = f"{counts['ok']}/{len(report.rows)} as expected"
+            if counts["UNRESOLVED"]:
+                summary += f", {counts['UNRESOLVED']} UNRESOLVED"
+            print(f"preflight {'passed' if report.ok else 'FAILED'}: {summary}")
+            if report.note:
+                print(report.note)
+            return 0 if report.ok else 1
         queue = JudgeQueue(home.queue_path, cfg.judge.queue_policy)
-        job = queue.enqueue(arm=cfg.arm, agent=cfg.agent, repo=str(candidate.repo), commit=candidate.commit,
-                            label=candidate.ref)
+        job = queue.enqueue(
+            arm=cfg.arm,
+            agent=cfg.agent,
+            repo=str(candidate.repo),
+            commit=candidate.commit,
+            label=candidate.ref,
+        )
         [evaluation] = run_until_done(cfg, home, [job], progress=_progress)
         print(describe(evaluation))
         if evaluation.detail:

@@ -43,7 +43,9 @@ def resolve_candidate(candidate: str, repo: str | None = None) -> Candidate:
         BadInput: the path is missing or not a repository, or the ref does not exist.
     """
     if not candidate:
-        raise BadInput("no candidate given: candidate=PATH, candidate=PATH@REF or candidate=REF repo=PATH")
+        raise BadInput(
+            "no candidate given: candidate=PATH, candidate=PATH@REF or candidate=REF repo=PATH"
+        )
     path_part, _, ref = candidate.rpartition("@") if "@" in candidate else (candidate, "", "")
     if ref and path_part and Path(path_part).is_dir():
         path, ref = Path(path_part), ref
@@ -54,7 +56,10 @@ def resolve_candidate(candidate: str, repo: str | None = None) -> Candidate:
     elif "/" in candidate or candidate.startswith("."):
         raise BadInput(f"candidate path {candidate} does not exist")
     else:
-        raise BadInput(f"candidate {candidate!r} is neither a directory nor PATH@REF; name the repo with repo=PATH")
+        raise BadInput(
+            f"candidate {candidate!r} is neither a directory nor PATH@REF;"
+            " name the repository with repo=PATH"
+        )
     repository = _open_repo(path.resolve())
     try:
         commit = repository.commit(ref).hexsha

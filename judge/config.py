@@ -1,8 +1,9 @@
-"""Structured configs of the judge (Hydra groups ``judge`` and ``schema``) and their registration."""
+"""Structured configs of the judge (Hydra groups ``judge`` and ``schema``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from hydra.core.config_store import ConfigStore
 
 from tasks.schema import TaskConfig
@@ -61,8 +62,15 @@ class JudgeConfig:
     timeout_floor_s: float = 10.0
     load_timeout_s: float = 60.0
     build_timeout_s: float = 120.0
-    # A timing-based failure is measured again once before it is charged.
+    # A timing-based failure is measured again (on fresh hidden sets) before it is charged.
     confirm_timing_failures: bool = True
+    # B=1 regression is charged only beyond the noise: when (median ratio - b1_z * its standard
+    # error) still exceeds 1 + the spec's limit. On a noisy machine small regressions then go
+    # unresolved (flagged b1_unresolved) rather than convicting innocent code.
+    b1_z: float = 1.645
+    # Preflight, for mutants whose verdict needs a finer B=1 resolution than this machine gives:
+    # "warn" reports them as UNRESOLVED and still exits 0; "fail" counts them as mismatches.
+    b1_unresolved: str = "warn"
     # An infrastructure fault re-queues the evaluation; after this many tries it stays ERROR.
     max_attempts: int = 3
     max_tree_mb: int = 64

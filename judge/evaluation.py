@@ -33,6 +33,16 @@ from judge.verdict import Evaluation, Outcome, Verdict
 Progress = Callable[[str], None]
 
 
+def median_and_se(values: list[float]) -> tuple[float, float]:
+    """The median and its standard error, from the median absolute deviation (robust to the
+    occasional stalled run a shared machine produces)."""
+    data = np.asarray(values, dtype=float)
+    median = float(np.median(data))
+    mad = float(np.median(np.abs(data - median)))
+    # 1.4826 * MAD estimates sigma for normal data; the median's SE is 1.2533 sigma / sqrt(n).
+    return median, 1.2533 * 1.4826 * mad / np.sqrt(len(data))
+
+
 class Evaluator:
     """Scores jobs for one judge home. Not thread-safe: one evaluation at a time."""
 
@@ -87,7 +97,9 @@ class _Run:
         try:
             reply, seconds = engine.request(payload, timeout)
         except EngineFailure as failure:
-            self.log.append({"engine": engine.label, "failure": str(failure), "stderr": engine.stderr_tail})
+            self.log.append(
+                {"engine": engine.label, "failure": str(failure), "stderr": engine.stderr_tail}
+            )
             detail = f"{failure} ({context})"
             if failure.kind == "crash" and self.cand is not None and self.cand.oom_killed():
                 detail += "; the sandbox was killed for memory"
@@ -99,7 +111,7 @@ class _Run:
         return reply, seconds
 
     def base_call(self, payload: dict[str, Any], timeout: float) -> tuple[dict[str, Any], float]:
-        """A baseline request, with the candidate frozen. The baseline failing is the judge's fault."""
+        """A baseline request, the candidate frozen. The baseline failing is the judge's fault."""
         assert self.base_engine is not None and self.cand is not None
         with self.cand.frozen():
             try:
@@ -111,31 +123,42 @@ class _Run:
 
     # -- the pieces ----------------------------------------------------------------------
 
-    def run_set(self, engine: EngineProcess, set_name: str, context: str) -> tuple[float, float, Any]:
-        """prefill + decode + reset of one hidden set on the candidate; (prefill s, decode s, tokens)."""
+    def run_set(
+        self, engine: EngineProcess, set_name: str, context: str
+    ) -> tuple[float, float, Any]:
+        """Prefill, decode, reset one hidden set on the candidate: (prefill s, decode s, tokens)."""
         s = self.home.inputs[set_name]
         self.hidden_sent = True
         _, prefill_s = self.call(
-            engine, {"op": "prefill", "prompts": s.prompts}, self.timeout(set_name, "prefill"),
+            engine,
+            {"op": "prefill", "prompts": s.prompts},
+            self.timeout(set_name, "prefill"),
             f"prefill of {context}",
         )
         reply, decode_s = self.call(
-            engine, {"op": "decode", "steps": s.new_tokens, "margins": False},
-            self.timeout(set_name, "decode"), f"decode of {context}",
+            engine,
+            {"op": "decode", "steps": s.new_tokens, "margins": False},
+            self.timeout(set_name, "decode"),
+            f"decode of {context}",
         )
         self.call(engine, {"op": "reset"}, self.judge.timeout_floor_s, f"reset after {context}")
         return prefill_s, decode_s, reply.get("tokens")
 
     def base_set(self, set_name: str, decode: bool) -> tuple[float, float]:
         s = self.home.inputs[set_name]
-        _, prefill_s = self.base_call({"op": "prefill", "prompts": s.prompts}, self.timeout(set_name, "prefill"))
+        _, prefill_s = self.base_call(
+            {"op": "prefill", "prompts": s.prompts}, self.timeout(set_name, "prefill")
+        )
         decode_s = 0.0
         if decode:
             reply, decode_s = self.base_call(
-                {"op": "decode", "steps": s.new_tokens, "margins": False}, self.timeout(set_name, "decode")
+                {"op": "decode", "steps": s.new_tokens, "margins": False},
+                self.timeout(set_name, "decode"),
             )
             if self.differs(set_name, reply.get("tokens")) is not None:
-                raise InfrastructureFault(f"the baseline did not reproduce its own reference on {set_name}")
+                raise InfrastructureFault(
+                    f"the baseline did not reproduce its own reference on {set_name}"
+                )
         self.base_call({"op": "reset"}, self.judge.timeout_floor_s)
         return prefill_s, decode_s
 
@@ -187,20 +210,32 @@ class _Run:
     def execute(self) -> Evaluation:
         started = time.time()
         evaluation = Evaluation(
-            job_id=self.job.id, arm=self.job.arm, agent=self.job.agent, commit=self.job.commit,
-            verdict=Verdict.PASS, label=self.job.label, attempts=self.job.attempts,
-            enqueued_at=self.job.enqueued_at, started_at=started,
+            job_id=self.job.id,
+            arm=self.job.arm,
+            agent=self.job.agent,
+            commit=self.job.commit,
+            verdict=Verdict.PASS,
+            label=self.job.label,
+            attempts=self.job.attempts,
+            enqueued_at=self.job.enqueued_at,
+            started_at=started,
         )
         total_start = time.perf_counter()
         try:
             self.pipeline()
         except Outcome as outcome:
             evaluation.verdict, evaluation.reason, evaluation.detail = (
-                outcome.verdict, outcome.reason, outcome.detail,
+                outcome.verdict,
+                outcome.reason,
+                outcome.detail,
             )
             self.flags.update(outcome.flags)
         except InfrastructureFault as fault:
-            evaluation.verdict, evaluation.reason, evaluation.detail = Verdict.ERROR, "infrastructure", str(fault)
+            evaluation.verdict, evaluation.reason, evaluation.detail = (
+                Verdict.ERROR,
+                "infrastructure",
+                str(fault),
+            )
         except Exception as exc:  # a judge bug must never be charged to the agent
             self.log.append({"judge_exception": traceback.format_exc()})
             evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"
@@ -215,7 +250,11 @@ class _Run:
         self.metrics["engine_s"] = round(self.engine_s, 4)
         self.metrics["overhead_s"] = round(total - self.engine_s, 4)
         self.metrics["stage_engine_s"] = self.stage_engine
-        evaluation.metrics, evaluation.stages, evaluation.flags = self.metrics, self.stages, self.flags
+        evaluation.metrics, evaluation.stages, evaluation.flags = (
+            self.metrics,
+            self.stages,
+            self.flags,
+        )
         evaluation.finished_at = time.time()
         self.write_log(evaluation)
         return evaluation
@@ -233,9 +272,16 @@ class _Run:
         with self.stage("checkout"):
             extract_tree(self.job.repo, self.job.commit, tree, judge.max_tree_mb << 20)
         with self.stage("integrity"):
-            check_integrity(tree, list(task.frozen), self.home.frozen_hashes, list(task.package_names))
+            check_integrity(
+                tree, list(task.frozen), self.home.frozen_hashes, list(task.package_names)
+            )
         with self.stage("sandbox"):
-            self.sandbox = Sandbox(judge.sandbox, judge.device, owner=self.home.owner, tag=f"{self.home.owner}-{self.job.id}")
+            self.sandbox = Sandbox(
+                judge.sandbox,
+                judge.device,
+                owner=self.home.owner,
+                tag=f"{self.home.owner}-{self.job.id}",
+            )
             self.cand = self.sandbox.container("candidate", tree)
             self.base = self.sandbox.container("baseline", self.home.baseline)
             serve = self.sandbox.serve_argv(list(task.serve))
@@ -243,11 +289,19 @@ class _Run:
             self.base_call({"op": "load"}, judge.load_timeout_s)
         if task.build:
             with self.stage("build"):
-                code, output = self.cand.run(self.sandbox.serve_argv(list(task.build)), judge.build_timeout_s)
+                code, output = self.cand.run(
+                    self.sandbox.serve_argv(list(task.build)), judge.build_timeout_s
+                )
                 if code is None:
-                    raise Outcome(Verdict.WRONG, "timeout", f"build did not finish within {judge.build_timeout_s:.0f} s")
+                    raise Outcome(
+                        Verdict.WRONG,
+                        "timeout",
+                        f"build did not finish within {judge.build_timeout_s:.0f} s",
+                    )
                 if code != 0:
-                    raise Outcome(Verdict.WRONG, "build", f"build exited with {code}\n{output[-1500:]}")
+                    raise Outcome(
+                        Verdict.WRONG, "build", f"build exited with {code}\n{output[-1500:]}"
+                    )
         with self.stage("load"):
             batched = self.cand.engine(serve, "batched")
             self.call(batched, {"op": "load"}, judge.load_timeout_s, "load")
@@ -276,7 +330,8 @@ class _Run:
                     break
                 if attempt == 1 or not self.judge.confirm_timing_failures:
                     raise Outcome(
-                        Verdict.WRONG, "prefill_cap",
+                        Verdict.WRONG,
+                        "prefill_cap",
                         f"case {case.name}: prefill took {prefill_s:.3f} s, over the cap of "
                         f"{self.judge.prefill_cap_factor}x the baseline's {base_prefill:.3f} s"
                         " for the same case (measured twice on different hidden sets)",
@@ -287,48 +342,68 @@ class _Run:
         self.metrics["prefill_ratio"] = ratios
 
     def b1_pairs(self, serve: list[str]) -> None:
-        assert self.cand is not None
-        engine = self.cand.engine(serve, "single")
-        self.call(engine, {"op": "load"}, self.judge.load_timeout_s, "load (single-sequence process)")
-        pairs = self.task.b1.pairs
-        ratios: list[float] = []
+        """B=1 decode against the baseline, ABBA pairs in fresh processes, judged beyond noise.
 
-        def run_pairs(first: int) -> None:
-            for i in range(first, first + pairs):
+        The ratio is the median of per-pair ratios (candidate / baseline decode time); its
+        standard error comes from the same pairs (MAD-based). A ratio over the limit that is not
+        yet beyond ``b1_z`` standard errors gets more pairs on fresh hidden prompts, up to
+        ``max_pairs``. Only a regression beyond the noise is charged; a suspicious but
+        unproven one passes with the flag ``b1_unresolved``.
+        """
+        assert self.cand is not None
+        b1, limit = self.task.b1, 1.0 + self.task.spec.b1_max_regression
+        engine = self.cand.engine(serve, "single")
+        self.call(
+            engine, {"op": "load"}, self.judge.load_timeout_s, "load (single-sequence process)"
+        )
+        ratios: list[float] = []
+        while True:
+            first = len(ratios)
+            for i in range(first, min(first + b1.pairs, b1.max_pairs)):
                 set_name = f"b1:{i}"
-                context = f"B=1 run {i}"
+                context = f"B=1 run {i + 1}"
                 # ABBA: alternate who goes first so slow drift cancels out.
-                order = ("cand", "base") if i % 2 == 0 else ("base", "cand")
                 times = {}
-                for who in order:
+                for who in ("cand", "base") if i % 2 == 0 else ("base", "cand"):
                     if who == "cand":
                         _, times["cand"], tokens = self.run_set(engine, set_name, context)
                         self.verify(set_name, tokens, "mismatch", context)
                     else:
                         _, times["base"] = self.base_set(set_name, decode=True)
                 ratios.append(times["cand"] / times["base"])
-
-        run_pairs(0)
-        limit = 1.0 + self.task.spec.b1_max_regression
-        confirmed = False
-        if statistics.median(ratios) > limit and self.judge.confirm_timing_failures:
-            confirmed = True
-            run_pairs(pairs)
+            median, se = median_and_se(ratios)
+            suspicious = median > limit
+            proven = median - self.judge.b1_z * se > limit
+            if (
+                not suspicious
+                or proven
+                or len(ratios) >= b1.max_pairs
+                or not self.judge.confirm_timing_failures
+            ):
+                break
         engine.close()
-        median = statistics.median(ratios)
         q = np.quantile(ratios, [0.25, 0.75])
         self.metrics.update(
-            b1_ratio=round(median, 4), b1_ratio_q25=round(float(q[0]), 4),
-            b1_ratio_q75=round(float(q[1]), 4), b1_ratio_min=round(min(ratios), 4),
-            b1_ratio_max=round(max(ratios), 4), b1_pairs=len(ratios), b1_confirmed=confirmed,
+            b1_ratio=round(median, 4),
+            b1_se=round(se, 4),
+            b1_resolution=round(self.judge.b1_z * se, 4),
+            b1_ratio_q25=round(float(q[0]), 4),
+            b1_ratio_q75=round(float(q[1]), 4),
+            b1_ratio_min=round(min(ratios), 4),
+            b1_ratio_max=round(max(ratios), 4),
+            b1_pairs=len(ratios),
         )
-        if median > limit:
+        if proven:
             raise Outcome(
-                Verdict.WRONG, "b1_regression",
+                Verdict.WRONG,
+                "b1_regression",
                 f"B=1 decode is {100 * (median - 1):.1f}% slower than the baseline (median of "
-                f"{len(ratios)} interleaved pairs; limit {100 * self.task.spec.b1_max_regression:.0f}%)",
+                f"{len(ratios)} interleaved pairs, standard error {100 * se:.1f}%; limit "
+                f"{100 * self.task.spec.b1_max_regression:.0f}%)",
                 tokens_correct=True,
             )
+        if suspicious:
+            self.flags["b1_unresolved"] = True
 
     def alternating(self, serve: list[str]) -> None:
         assert self.cand is not None
@@ -337,10 +412,17 @@ class _Run:
         for r in range(self.task.alternating.rounds):
             for mode in ("batched", "single"):
                 set_name = f"alt:{r}:{mode}"
-                context = f"alternating check, round {r + 1}, {mode} decode after " + (
-                    "a single decode" if mode == "batched" and r else
-                    "a fresh start" if mode == "batched" else "a batched decode"
-                ) + " in the same process"
+                context = (
+                    f"alternating check, round {r + 1}, {mode} decode after "
+                    + (
+                        "a single decode"
+                        if mode == "batched" and r
+                        else "a fresh start"
+                        if mode == "batched"
+                        else "a batched decode"
+                    )
+                    + " in the same process"
+                )
                 _, _, tokens = self.run_set(engine, set_name, context)
                 self.verify(set_name, tokens, "alternating", context)
         engine.close()
@@ -367,15 +449,20 @@ class _Run:
         self.metrics["timing_prefill_ratio"] = round(statistics.median(prefill_ratios), 4)
         if over_cap >= 2 or (over_cap and not self.judge.confirm_timing_failures):
             raise Outcome(
-                Verdict.WRONG, "prefill_cap",
+                Verdict.WRONG,
+                "prefill_cap",
                 f"prefill over {self.judge.prefill_cap_factor}x the baseline's in {over_cap} of "
-                f"{len(prefill_ratios)} timing runs", tokens_correct=True,
+                f"{len(prefill_ratios)} timing runs",
+                tokens_correct=True,
             )
         tok_s, base_tok_s = statistics.median(cand), statistics.median(base)
         x = tok_s / base_tok_s
         self.metrics.update(
-            tok_s=round(tok_s, 3), tok_s_runs=[round(v, 3) for v in cand],
-            baseline_tok_s=round(base_tok_s, 3), baseline_tok_s_runs=[round(v, 3) for v in base],
-            x_baseline=round(x, 4), target_x_baseline=self.task.spec.target_x_baseline,
+            tok_s=round(tok_s, 3),
+            tok_s_runs=[round(v, 3) for v in cand],
+            baseline_tok_s=round(base_tok_s, 3),
+            baseline_tok_s_runs=[round(v, 3) for v in base],
+            x_baseline=round(x, 4),
+            target_x_baseline=self.task.spec.target_x_baseline,
             hit_target=bool(x >= self.task.spec.target_x_baseline),
         )

@@ -54,7 +54,9 @@ def check_integrity(
     files = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file())
     hooks = [f for f in files if f.endswith(".pth") or f.rsplit("/", 1)[-1] in FORBIDDEN_NAMES]
     if hooks:
-        raise Outcome(Verdict.REJECT, "forbidden_file", "import hook files: " + ", ".join(hooks[:5]))
+        raise Outcome(
+            Verdict.REJECT, "forbidden_file", "import hook files: " + ", ".join(hooks[:5])
+        )
     shadow_names = installed_top_level_names() - set(own_packages)
     shadowing = []
     for entry in sorted(tree.iterdir()):
@@ -63,7 +65,8 @@ def check_integrity(
             shadowing.append(entry.name)
     if shadowing:
         raise Outcome(
-            Verdict.REJECT, "shadowing",
+            Verdict.REJECT,
+            "shadowing",
             "files shadow standard or installed modules: " + ", ".join(shadowing[:5]),
         )
     got = zone_hashes(tree, frozen)

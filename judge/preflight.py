@@ -38,17 +38,37 @@ class Mutant:
     reason: str | None = None
     min_x_baseline: float | None = None
     max_x_baseline: float | None = None
+    # For a B=1 regression mutant: how far its true regression lies beyond the spec's limit.
+    # The judge can only be asked to convict it where its B=1 resolution is at least this fine.
+    b1_margin: float | None = None
     why: str = ""
 
 
 @dataclass
 class PreflightRow:
+    """One mutant's outcome. ``status``: ``ok``, ``MISMATCH``, or ``UNRESOLVED`` (a B=1 mutant
+    this machine's timing noise cannot resolve; see ``judge.b1_unresolved``)."""
+
     mutant: str
     expected: str
     got: str
     seconds: float
-    ok: bool
+    status: str
     detail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class PreflightReport:
+    """All rows; ``ok`` when every row is as expected (or UNRESOLVED, where tolerated)."""
+
+    rows: list[PreflightRow]
+    ok: bool
+    note: str
+    b1_resolution: float
 
 
 def load_mutants(cfg: DictConfig) -> list[Mutant]:
@@ -77,6 +97,38 @@ def matches(m: Mutant, e: Evaluation) -> bool:
     return not (m.max_x_baseline is not None and (x is None or x > m.max_x_baseline))
 
 
+def status(m: Mutant, e: Evaluation) -> str:
+    if matches(m, e):
+        return "ok"
+    resolution = e.metrics.get("b1_resolution")
+    if (
+        m.b1_margin is not None
+        and e.verdict.value == "PASS"
+        and resolution is not None
+        and resolution > m.b1_margin
+    ):
+        return "UNRESOLVED"
+    return "MISMATCH"
+
+
+def resolution_note(rows: list[PreflightRow], results: list[Evaluation]) -> str:
+    """What an UNRESOLVED row means, with this machine's measured B=1 resolution."""
+    worst = max(
+        (
+            e.metrics.get("b1_resolution", 0.0)
+            for r, e in zip(rows, results, strict=True)
+            if r.status == "UNRESOLVED"
+        ),
+        default=0.0,
+    )
+    return (
+        f"UNRESOLVED: this machine's B=1 timing noise gives a resolution of +/-{100 * worst:.1f}%,"
+        " too coarse to tell these mutants from the limit; B=1 regressions smaller than that"
+        " above the limit pass unconvicted here (flagged b1_unresolved). Use a quieter machine"
+        " or more B=1 pairs (task.b1.max_pairs); judge.b1_unresolved=fail makes this an error."
+    )
+
+
 def commit_tree(repo: git.Repo, message: str) -> str:
     """Commit everything in the work tree with a fixed author and date (stable shas)."""
     repo.git.add("-A")
@@ -86,11 +138,15 @@ def commit_tree(repo: git.Repo, message: str) -> str:
     return repo.head.commit.hexsha
 
 
-def build_mutant_repo(cfg: DictConfig, home: JudgeHome, mutants: list[Mutant]) -> tuple[Path, dict[str, str]]:
+def build_mutant_repo(
+    cfg: DictConfig, home: JudgeHome, mutants: list[Mutant]
+) -> tuple[Path, dict[str, str]]:
     """A repository with the template on ``master`` and one commit per mutant; {name: sha}."""
     root = home.root / "mutants"
     shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(task_root(cfg.task) / cfg.task.template, root, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        task_root(cfg.task) / cfg.task.template, root, ignore=shutil.ignore_patterns("__pycache__")
+    )
     repo = git.Repo.init(root, initial_branch="master")
     with repo.config_writer() as config:
         config.set_value("user", "name", "swarmlab judge")
@@ -105,7 +161,9 @@ def build_mutant_repo(cfg: DictConfig, home: JudgeHome, mutants: list[Mutant]) -
             try:
                 repo.git.apply(str(patch))
             except git.GitCommandError as exc:
-                raise ValueError(f"mutant {m.name}: patch {patch} does not apply: {exc.stderr.strip()}") from None
+                raise ValueError(
+                    f"mutant {m.name}: patch {patch} does not apply: {exc.stderr.strip()}"
+                ) from None
         shas[m.name] = commit_tree(repo, f"mutant {m.name}")
     repo.git.checkout("-q", "-f", base)
     return root, shas
@@ -120,37 +178,65 @@ def judge_code_hash() -> str:
 
 def preflight_fingerprint(cfg: DictConfig) -> str:
     settings = OmegaConf.to_container(cfg.judge, resolve=True)
-    blob = json.dumps({"judge": judge_code_hash(), "task": task_fingerprint(cfg), "settings": settings}, sort_keys=True)
+    blob = json.dumps(
+        {"judge": judge_code_hash(), "task": task_fingerprint(cfg), "settings": settings},
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def run_preflight(
-    cfg: DictConfig, home: JudgeHome, only: list[str] | None = None, progress: Progress | None = None
-) -> list[PreflightRow]:
+    cfg: DictConfig,
+    home: JudgeHome,
+    only: list[str] | None = None,
+    progress: Progress | None = None,
+) -> PreflightReport:
     """Score every mutant (or those in ``only``) through the judge's own queue."""
     mutants = load_mutants(cfg)
     if only:
         unknown = sorted(set(only) - {m.name for m in mutants})
         if unknown:
-            raise ValueError(f"no mutant named {', '.join(unknown)}; known: {', '.join(m.name for m in mutants)}")
+            raise ValueError(
+                f"no mutant named {', '.join(unknown)}; known: {', '.join(m.name for m in mutants)}"
+            )
         mutants = [m for m in mutants if m.name in only]
     repo, shas = build_mutant_repo(cfg, home, mutants)
     queue = JudgeQueue(home.queue_path, cfg.judge.queue_policy)
-    jobs = {m.name: queue.enqueue(arm="preflight", agent="judge", repo=str(repo), commit=shas[m.name], label=m.name)
-            for m in mutants}
+    jobs = {
+        m.name: queue.enqueue(
+            arm="preflight", agent="judge", repo=str(repo), commit=shas[m.name], label=m.name
+        )
+        for m in mutants
+    }
     results = run_until_done(cfg, home, list(jobs.values()), progress=progress)
-    rows = []
-    for m, e in zip(mutants, results, strict=True):
-        rows.append(PreflightRow(m.name, expectation(m), describe(e), e.stages.get("total", 0.0), matches(m, e), e.detail))
+    rows = [
+        PreflightRow(
+            m.name, expectation(m), describe(e), e.stages.get("total", 0.0), status(m, e), e.detail
+        )
+        for m, e in zip(mutants, results, strict=True)
+    ]
+    unresolved = [r.mutant for r in rows if r.status == "UNRESOLVED"]
+    tolerated = cfg.judge.b1_unresolved == "warn"
+    report = PreflightReport(
+        rows=rows,
+        ok=all(r.ok or (r.status == "UNRESOLVED" and tolerated) for r in rows),
+        note=resolution_note(rows, results) if unresolved else "",
+        b1_resolution=max((e.metrics.get("b1_resolution", 0.0) for e in results), default=0.0),
+    )
     record = {
         "fingerprint": preflight_fingerprint(cfg),
         "at": time.time(),
         "complete": not only,
-        "ok": all(r.ok for r in rows),
+        "ok": report.ok,
+        "unresolved": unresolved,
+        "note": report.note,
+        "b1_resolution": report.b1_resolution,
         "rows": [asdict(r) for r in rows],
     }
-    (home.root / ("preflight.json" if not only else "preflight-partial.json")).write_text(json.dumps(record, indent=1))
-    return rows
+    (home.root / ("preflight.json" if not only else "preflight-partial.json")).write_text(
+        json.dumps(record, indent=1)
+    )
+    return report
 
 
 def passed_preflight(cfg: DictConfig, home: JudgeHome) -> bool:
@@ -159,13 +245,23 @@ def passed_preflight(cfg: DictConfig, home: JudgeHome) -> bool:
     if not path.exists():
         return False
     record = json.loads(path.read_text())
-    return bool(record.get("ok") and record.get("complete") and record.get("fingerprint") == preflight_fingerprint(cfg))
+    return bool(
+        record.get("ok")
+        and record.get("complete")
+        and record.get("fingerprint") == preflight_fingerprint(cfg)
+    )
 
 
 def format_table(rows: list[PreflightRow]) -> str:
     headers = ("mutant", "expected", "got", "seconds", "")
-    body = [(r.mutant, r.expected, r.got, f"{r.seconds:.1f}", "ok" if r.ok else "MISMATCH") for r in rows]
+    body = [
+        (r.mutant, r.expected, r.got, f"{r.seconds:.1f}", "ok" if r.ok else "MISMATCH")
+        for r in rows
+    ]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *body, strict=True)]
-    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip() for line in (headers, *body)]
+    lines = [
+        "  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
+        for line in (headers, *body)
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

@@ -58,11 +58,17 @@ def task_fingerprint(cfg: DictConfig) -> str:
     the task config, the sandbox's interpreter and numpy."""
     digest = hashlib.sha256()
     template = task_root(cfg.task) / cfg.task.template
-    for file in sorted(p for p in template.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    for file in sorted(
+        p for p in template.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    ):
         digest.update(file.relative_to(template).as_posix().encode() + b"\0" + file.read_bytes())
-    digest.update(json.dumps(OmegaConf.to_container(cfg.task, resolve=True), sort_keys=True).encode())
+    digest.update(
+        json.dumps(OmegaConf.to_container(cfg.task, resolve=True), sort_keys=True).encode()
+    )
     sandbox = cfg.judge.sandbox
-    digest.update(f"{JUDGE_VERSION}|{sandbox.image}|{sandbox.python}|{sys.version}|{np.__version__}".encode())
+    digest.update(
+        f"{JUDGE_VERSION}|{sandbox.image}|{sandbox.python}|{sys.version}|{np.__version__}".encode()
+    )
     return digest.hexdigest()
 
 
@@ -73,7 +79,10 @@ def plan_inputs(cfg: DictConfig, hidden_seed: int) -> list[InputSet]:
     make = load_callable(task.inputs)
 
     def derive(name: str) -> int:
-        return int.from_bytes(hashlib.sha256(f"{hidden_seed}:{name}".encode()).digest()[:8], "big") >> 1
+        return (
+            int.from_bytes(hashlib.sha256(f"{hidden_seed}:{name}".encode()).digest()[:8], "big")
+            >> 1
+        )
 
     def make_set(name: str, batch: int, prompt_len, new_tokens: int) -> InputSet:
         prompts = make(derive(name), batch, tuple(prompt_len), task.vocab)
@@ -90,7 +99,7 @@ def plan_inputs(cfg: DictConfig, hidden_seed: int) -> list[InputSet]:
     timing = task.timing
     for i in range(max(timing.runs, timing.baseline_runs)):
         sets.append(make_set(f"timing:{i}", timing.batch, timing.prompt_len, timing.new_tokens))
-    for i in range(2 * task.b1.pairs):
+    for i in range(max(task.b1.max_pairs, task.b1.pairs)):
         sets.append(make_set(f"b1:{i}", 1, task.b1.prompt_len, task.b1.new_tokens))
     return sets
 
@@ -115,7 +124,9 @@ class JudgeHome:
         self.manifest = manifest
         self.frozen_hashes: dict[str, str] = manifest["frozen_hashes"]
         raw = json.loads((root / "hidden" / "inputs.json").read_text())
-        self.inputs = {name: InputSet(name, d["prompts"], d["new_tokens"]) for name, d in raw.items()}
+        self.inputs = {
+            name: InputSet(name, d["prompts"], d["new_tokens"]) for name, d in raw.items()
+        }
         refs = np.load(root / "hidden" / "references.npz")
         times = manifest["baseline_times"]
         self.references = {
@@ -178,7 +189,9 @@ def setup(cfg: DictConfig, progress: Progress = _quiet) -> JudgeHome:
 def _run_baseline(
     cfg: DictConfig, baseline: Path, sets: list[InputSet], progress: Progress
 ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
-    sandbox = Sandbox(cfg.judge.sandbox, cfg.judge.device, owner="setup", tag=f"setup-{secrets.token_hex(4)}")
+    sandbox = Sandbox(
+        cfg.judge.sandbox, cfg.judge.device, owner="setup", tag=f"setup-{secrets.token_hex(4)}"
+    )
     arrays: dict[str, np.ndarray] = {}
     times: dict[str, tuple[float, float]] = {}
     try:

@@ -144,7 +144,8 @@ class JudgeQueue:
         """Put a running job back (an infrastructure fault, not the candidate's)."""
         with self._connect() as db:
             db.execute(
-                "UPDATE jobs SET state = 'queued', started_at = NULL WHERE id = ? AND state = 'running'",
+                "UPDATE jobs SET state = 'queued', started_at = NULL"
+                " WHERE id = ? AND state = 'running'",
                 (job_id,),
             )
             self._event(db, job_id, "requeued", {"why": why})

@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,8 +101,14 @@ class EngineProcess:
         self.label = label
         api = container.client.api
         self.exec_id = api.exec_create(
-            container.id, argv, stdin=True, stdout=True, stderr=True,
-            workdir=container.workdir, environment=container.env, user=container.user,
+            container.id,
+            argv,
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            workdir=container.workdir,
+            environment=container.env,
+            user=container.user,
         )["Id"]
         raw = api.exec_start(self.exec_id, socket=True)
         self._stream = _Stream(getattr(raw, "_sock", raw))
@@ -150,10 +156,8 @@ class EngineProcess:
         return response, elapsed
 
     def close(self) -> None:
-        try:
+        with suppress(OSError):
             self._stream.sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
         self._stream.sock.close()
 
 
@@ -179,8 +183,13 @@ class SandboxContainer:
         """Run a command to completion; (exit code or None on timeout, combined output tail)."""
         api = self.client.api
         exec_id = api.exec_create(
-            self.id, argv, stdout=True, stderr=True, workdir=self.workdir,
-            environment=self.env, user=self.user,
+            self.id,
+            argv,
+            stdout=True,
+            stderr=True,
+            workdir=self.workdir,
+            environment=self.env,
+            user=self.user,
         )["Id"]
         raw = api.exec_start(exec_id, socket=True)
         stream = _Stream(getattr(raw, "_sock", raw))
@@ -193,7 +202,9 @@ class SandboxContainer:
         finally:
             stream.sock.close()
         code = api.exec_inspect(exec_id).get("ExitCode")
-        out = (bytes(stream.stdout[-2000:]) + bytes(stream.stderr[-2000:])).decode("utf-8", "replace")
+        out = (bytes(stream.stdout[-2000:]) + bytes(stream.stderr[-2000:])).decode(
+            "utf-8", "replace"
+        )
         return code, out
 
     @contextmanager
@@ -246,7 +257,9 @@ class Sandbox:
         device_requests = []
         if self.device.startswith(("gpu", "cuda")):
             index = self.device.partition(":")[2] or "0"
-            device_requests.append(docker.types.DeviceRequest(device_ids=[index], capabilities=[["gpu"]]))
+            device_requests.append(
+                docker.types.DeviceRequest(device_ids=[index], capabilities=[["gpu"]])
+            )
         name = f"swarmlab-judge-{self.tag}-{role}"
         try:
             stale = self.client.containers.list(all=True, filters={"name": name})
@@ -292,10 +305,8 @@ class Sandbox:
 
     def close(self) -> None:
         for box in self.containers:
-            try:
+            with suppress(Exception):
                 self.client.api.remove_container(box.id, force=True)
-            except Exception:
-                pass
         self.containers.clear()
 
 

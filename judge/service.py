@@ -86,7 +86,10 @@ def work(
         recovered = queue.recover(device)
         removed = remove_stale_sandboxes(home.owner)
         if progress and (recovered or removed):
-            progress(f"judge: re-queued {len(recovered)} interrupted evaluation(s), removed {removed} stale sandbox(es)")
+            progress(
+                f"judge: re-queued {len(recovered)} interrupted evaluation(s),"
+                f" removed {removed} stale sandbox(es)"
+            )
         evaluator = Evaluator(cfg, home)
         while not stop():
             job = queue.claim(device)
@@ -96,12 +99,17 @@ def work(
                 time.sleep(0.2)
                 continue
             if progress:
-                progress(f"judge: evaluating job {job.id} ({job.arm}/{job.agent} {job.label or job.commit[:10]})")
+                progress(
+                    f"judge: evaluating job {job.id}"
+                    f" ({job.arm}/{job.agent} {job.label or job.commit[:10]})"
+                )
             evaluation = evaluator.evaluate(job)
             if evaluation.verdict is Verdict.ERROR and job.attempts < cfg.judge.max_attempts:
                 queue.requeue(job.id, evaluation.detail)
                 if progress:
-                    progress(f"judge: job {job.id} hit a judge fault, re-queued: {evaluation.detail}")
+                    progress(
+                        f"judge: job {job.id} hit a judge fault, re-queued: {evaluation.detail}"
+                    )
                 continue
             queue.finish(job.id, evaluation)
             finished += 1
@@ -110,7 +118,9 @@ def work(
     return finished
 
 
-def run_until_done(cfg: DictConfig, home: JudgeHome, job_ids: list[int], progress: Progress | None = None) -> list[Evaluation]:
+def run_until_done(
+    cfg: DictConfig, home: JudgeHome, job_ids: list[int], progress: Progress | None = None
+) -> list[Evaluation]:
     """Evaluate in this process if no worker owns the device; otherwise wait for the worker."""
     queue = queue_for(cfg, home)
     pending = set(job_ids)
@@ -157,7 +167,9 @@ def serve_forever(cfg: DictConfig, home: JudgeHome) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     info = home.root / "service.json"
-    info.write_text(json.dumps({"pid": os.getpid(), "started_at": time.time(), "device": cfg.judge.device}))
+    info.write_text(
+        json.dumps({"pid": os.getpid(), "started_at": time.time(), "device": cfg.judge.device})
+    )
 
     def log(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)

@@ -41,9 +41,14 @@ class TimingConfig:
 
 @dataclass
 class B1Config:
-    """Single-sequence paired runs, candidate and baseline interleaved (ABBA)."""
+    """Single-sequence paired runs, candidate and baseline interleaved (ABBA).
+
+    ``pairs`` are run first; while the ratio is over the limit but not beyond the noise, more
+    batches of ``pairs`` are run, up to ``max_pairs`` (each pair on its own hidden prompt).
+    """
 
     pairs: int = 9
+    max_pairs: int = 27
     new_tokens: int = 64
     prompt_len: list[int] = field(default_factory=lambda: [8, 24])
 

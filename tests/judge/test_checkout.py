@@ -12,7 +12,9 @@ from judge.verdict import Outcome, Verdict
 
 
 def _git(cwd, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -56,7 +58,9 @@ def test_bad_input_is_one_clear_error(repo, tmp_path, candidate, repo_arg, messa
 
 def test_extract_writes_committed_content_only(repo, tmp_path):
     (repo / "a.py").write_text("uncommitted edit\n")
-    (repo / ".gitattributes").write_text("a.py export-ignore\n")  # must not hide files from the judge
+    (repo / ".gitattributes").write_text(
+        "a.py export-ignore\n"
+    )  # must not hide files from the judge
     _git(repo, "add", ".gitattributes")
     _git(repo, "commit", "-qm", "attrs")
     dest = tmp_path / "tree"

@@ -58,7 +58,9 @@ def test_any_change_to_the_zone_is_rejected(trees, edit, word):
     assert outcome.reason == "frozen_zone" and word in outcome.detail
 
 
-@pytest.mark.parametrize("name", ["engine/speed.pth", "sitecustomize.py", "engine/usercustomize.py"])
+@pytest.mark.parametrize(
+    "name", ["engine/speed.pth", "sitecustomize.py", "engine/usercustomize.py"]
+)
 def test_import_hooks_are_rejected(trees, name):
     hashes, candidate = trees
     (candidate / name).write_text("import os\n")

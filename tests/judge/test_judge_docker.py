@@ -26,7 +26,10 @@ pytestmark = pytest.mark.docker
 
 def _judge(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "judge", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+        [sys.executable, "-m", "judge", *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
         timeout=timeout,
     )
 
@@ -60,7 +63,9 @@ def test_preflight_scores_every_mutant_as_expected(overrides, home):
     result = _judge("preflight", *overrides)
     assert result.returncode == 0, result.stdout + result.stderr
     table = result.stdout
-    rows = [line for line in table.splitlines()[2:] if line.strip() and not line.startswith("preflight")]
+    rows = [
+        line for line in table.splitlines()[2:] if line.strip() and not line.startswith("preflight")
+    ]
     assert len(rows) >= 12 and all(line.rstrip().endswith("ok") for line in rows), table
     record = json.loads((home.root / "preflight.json").read_text())
     assert record["ok"] and record["complete"]
@@ -74,8 +79,18 @@ def test_evaluate_reference_by_hand_passes_at_twice_the_baseline(overrides, muta
     assert evaluation["verdict"] == "PASS"
     assert evaluation["metrics"]["x_baseline"] >= 2.0
     stages = evaluation["stages"]
-    for stage in ("checkout", "integrity", "sandbox", "build", "load", "correctness", "b1",
-                  "alternating", "timing", "total"):
+    for stage in (
+        "checkout",
+        "integrity",
+        "sandbox",
+        "build",
+        "load",
+        "correctness",
+        "b1",
+        "alternating",
+        "timing",
+        "total",
+    ):
         assert stages[stage] > 0, stage
     assert {f"correctness:{c}" for c in ("b2", "b4", "b16a", "b16b")} <= set(stages)
 
@@ -90,7 +105,9 @@ def test_evaluate_reference_by_hand_passes_at_twice_the_baseline(overrides, muta
         (["candidate={repo}", "judge.prefill_cap_factr=2"], "prefill_cap_factr"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_nothing_queued(overrides, home, mutant_repo, tmp_path, args, message):
+def test_bad_input_is_one_line_exit_2_and_nothing_queued(
+    overrides, home, mutant_repo, tmp_path, args, message
+):
     repo, _ = mutant_repo
     before = JudgeQueue(home.queue_path).counts()
     filled = [a.format(tmp=tmp_path, repo=repo) for a in args]
@@ -100,14 +117,21 @@ def test_bad_input_is_one_line_exit_2_and_nothing_queued(overrides, home, mutant
     assert JudgeQueue(home.queue_path).counts() == before
 
 
-def test_a_worker_killed_mid_evaluation_loses_nothing_and_counts_nothing_twice(overrides, cfg, home, mutant_repo):
+def test_a_worker_killed_mid_evaluation_loses_nothing_and_counts_nothing_twice(
+    overrides, cfg, home, mutant_repo
+):
     repo, shas = mutant_repo
     queue = JudgeQueue(home.queue_path)
-    job = queue.enqueue(arm="crash-test", agent="w", repo=str(repo), commit=shas["baseline"], label="killed")
+    job = queue.enqueue(
+        arm="crash-test", agent="w", repo=str(repo), commit=shas["baseline"], label="killed"
+    )
     log = home.root / "service-test.log"
     worker = subprocess.Popen(
-        [sys.executable, "-m", "judge", "serve", *overrides], cwd=PROJECT_ROOT,
-        stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        [sys.executable, "-m", "judge", "serve", *overrides],
+        cwd=PROJECT_ROOT,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -128,7 +152,9 @@ def test_a_worker_killed_mid_evaluation_loses_nothing_and_counts_nothing_twice(o
     assert sum(1 for e in queue.evaluations() if e.job_id == job) == 1
     leftovers = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label=org.swarmlab.judge.sandbox={home.owner}"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     assert leftovers == []
 
@@ -142,7 +168,9 @@ def test_stale_state_is_caught_only_by_the_alternating_check(cfg, home, mutant_r
     assert (caught.verdict, caught.reason) == (Verdict.WRONG, "alternating")
     # The same candidate with the alternating check switched off passes every other check.
     home_without = setup(without)
-    job = JudgeQueue(home_without.queue_path).enqueue(arm="t", agent="w", repo=str(repo), commit=shas["stale_state"])
+    job = JudgeQueue(home_without.queue_path).enqueue(
+        arm="t", agent="w", repo=str(repo), commit=shas["stale_state"]
+    )
     [missed] = run_until_done(without, home_without, [job])
     assert missed.verdict is Verdict.PASS, missed.detail
 

@@ -13,8 +13,15 @@ from judge.verdict import Evaluation, Verdict
 
 def _evaluation(job_id: int, verdict: Verdict = Verdict.PASS) -> Evaluation:
     now = time.time()
-    return Evaluation(job_id=job_id, arm="a", agent="w", commit="c" * 40, verdict=verdict,
-                      started_at=now, finished_at=now)
+    return Evaluation(
+        job_id=job_id,
+        arm="a",
+        agent="w",
+        commit="c" * 40,
+        verdict=verdict,
+        started_at=now,
+        finished_at=now,
+    )
 
 
 def test_fifo_takes_oldest_first(tmp_path):

@@ -67,7 +67,9 @@ def test_candidate_sees_nothing_of_the_judge_and_no_network(tmp_path):
     sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag="probe")
     try:
         box = sandbox.container("candidate", tree)
-        code, output = box.run([sandbox.python, "-I", "-c", PROBE.replace("SECRET", repr(str(secret)))], 60)
+        code, output = box.run(
+            [sandbox.python, "-I", "-c", PROBE.replace("SECRET", repr(str(secret)))], 60
+        )
     finally:
         sandbox.close()
     assert code == 0, output
@@ -81,7 +83,7 @@ def test_candidate_sees_nothing_of_the_judge_and_no_network(tmp_path):
     assert seen["cpus"] == [int(judge_cpuset("auto"))]
 
 
-GARBAGE = '''
+GARBAGE = """
 import os
 class Engine:
     def load(self):
@@ -92,11 +94,13 @@ class Engine:
         return [[1] * steps for _ in range(self.n)], None
     def reset(self):
         pass
-'''
+"""
 
 
 def test_engine_prints_cannot_corrupt_the_protocol_and_garbage_is_named(tmp_path):
-    chatty = GARBAGE.replace("return {}", "print('tok/s 9999'); os.write(1, b'garbage\\n'); return {}")
+    chatty = GARBAGE.replace(
+        "return {}", "print('tok/s 9999'); os.write(1, b'garbage\\n'); return {}"
+    )
     tree = _tree(tmp_path, chatty)
     sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag="garbage")
     try:
@@ -108,7 +112,15 @@ def test_engine_prints_cannot_corrupt_the_protocol_and_garbage_is_named(tmp_path
         reply, _ = engine.request({"op": "decode", "steps": 3}, 10)
         assert reply["tokens"] == [[1, 1, 1], [1, 1, 1]]
         # A serve command that is not the harness and prints garbage on stdout.
-        raw = box.engine([sandbox.python, "-I", "-c", "print('tok/s: 9999', flush=True); import sys; sys.stdin.read()"], "raw")
+        raw = box.engine(
+            [
+                sandbox.python,
+                "-I",
+                "-c",
+                "print('tok/s: 9999', flush=True); import sys; sys.stdin.read()",
+            ],
+            "raw",
+        )
         with pytest.raises(EngineFailure) as caught:
             raw.request({"op": "load"}, 10)
         assert caught.value.kind == "protocol"

@@ -220,7 +220,7 @@ def test_mutants_file_is_well_formed() -> None:
                "REJECT": {"frozen_zone", "forbidden_file", "shadowing"}}  # fmt: skip
     for m in mutants:
         assert set(m) <= {"name", "patch", "expect", "reason", "min_x_baseline",
-                          "max_x_baseline", "why"}  # fmt: skip
+                          "max_x_baseline", "b1_margin", "why"}  # fmt: skip
         assert m.get("reason") in allowed[m["expect"]], m
     assert {m["name"]: m["patch"] for m in mutants}["baseline"] is None
 

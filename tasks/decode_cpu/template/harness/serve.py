@@ -25,7 +25,8 @@ def _protocol_stream():
 
 def _check_tokens(tokens, batch: int, steps: int) -> list[list[int]]:
     if not isinstance(tokens, list) or len(tokens) != batch:
-        raise ValueError(f"decode returned {type(tokens).__name__} of wrong length, want {batch} rows")
+        kind = type(tokens).__name__
+        raise ValueError(f"decode returned a {kind} of the wrong length, want {batch} rows")
     rows = []
     for row in tokens:
         row = [int(t) for t in row]
@@ -41,7 +42,7 @@ def main() -> int:
     # file of the same name in the candidate's tree.
     sys.path.append(str(root))
     proto = _protocol_stream()
-    from engine import Engine  # noqa: PLC0415  (import after the streams are set up)
+    from engine import Engine
 
     engine = Engine()
     batch = 0
@@ -62,9 +63,9 @@ def main() -> int:
                 steps = int(request["steps"])
                 tokens, margins = engine.decode(steps, margins=bool(request.get("margins")))
                 response = {"ok": True, "tokens": _check_tokens(tokens, batch, steps)}
-                response["margins"] = None if margins is None else [
-                    [float(m) for m in row] for row in margins
-                ]
+                response["margins"] = (
+                    None if margins is None else [[float(m) for m in row] for row in margins]
+                )
             elif op == "reset":
                 engine.reset()
                 batch = 0
