@@ -345,10 +345,10 @@ class _Run:
         """B=1 decode against the baseline, ABBA pairs in fresh processes, judged beyond noise.
 
         The ratio is the median of per-pair ratios (candidate / baseline decode time); its
-        standard error comes from the same pairs (MAD-based). A ratio over the limit that is not
-        yet beyond ``b1_z`` standard errors gets more pairs on fresh hidden prompts, up to
-        ``max_pairs``. Only a regression beyond the noise is charged; a suspicious but
-        unproven one passes with the flag ``b1_unresolved``.
+        standard error comes from the same pairs (MAD-based). A ratio over the limit gets more
+        pairs on fresh hidden prompts, up to ``max_pairs``, and is charged only if it is then
+        beyond ``b1_z`` standard errors over the limit; a suspicious but unproven regression
+        passes with the flag ``b1_unresolved``.
         """
         assert self.cand is not None
         b1, limit = self.task.b1, 1.0 + self.task.spec.b1_max_regression
@@ -373,13 +373,10 @@ class _Run:
                 ratios.append(times["cand"] / times["base"])
             median, se = median_and_se(ratios)
             suspicious = median > limit
-            proven = median - self.judge.b1_z * se > limit
-            if (
-                not suspicious
-                or proven
-                or len(ratios) >= b1.max_pairs
-                or not self.judge.confirm_timing_failures
-            ):
+            # A conviction always rests on every pair (an SE from few pairs is itself noisy).
+            complete = len(ratios) >= b1.max_pairs or not self.judge.confirm_timing_failures
+            proven = complete and median - self.judge.b1_z * se > limit
+            if not suspicious or complete:
                 break
         engine.close()
         q = np.quantile(ratios, [0.25, 0.75])

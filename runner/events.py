@@ -1,0 +1,213 @@
+"""The run's event log: one SQLite file (WAL) in the run directory holding everything that
+happened — submissions, evaluations (verdict, metrics, stage timings, queue wait), board
+messages, agent lifecycle, token usage, and the run's own metadata. ``analysis`` reads only
+this file (and what else the run wrote to disk)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS lifecycle (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
+    agent TEXT NOT NULL, event TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS submissions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
+    agent TEXT NOT NULL, request_id TEXT NOT NULL UNIQUE, commit_sha TEXT NOT NULL,
+    message TEXT NOT NULL DEFAULT '', job_id INTEGER
+);
+CREATE TABLE IF NOT EXISTS evaluations (
+    job_id INTEGER PRIMARY KEY, submission_id INTEGER, arm TEXT NOT NULL, agent TEXT NOT NULL,
+    commit_sha TEXT NOT NULL, verdict TEXT NOT NULL, reason TEXT NOT NULL, detail TEXT NOT NULL,
+    metrics TEXT NOT NULL, stages TEXT NOT NULL, flags TEXT NOT NULL, attempts INTEGER NOT NULL,
+    enqueued_at REAL NOT NULL, started_at REAL NOT NULL, finished_at REAL NOT NULL,
+    queue_wait_s REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
+    author TEXT NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL,
+    refs TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
+    agent TEXT NOT NULL, model TEXT NOT NULL, input INTEGER NOT NULL, cache_read INTEGER NOT NULL,
+    cache_write INTEGER NOT NULL, output INTEGER NOT NULL, reasoning INTEGER NOT NULL,
+    cost_estimate REAL, source TEXT NOT NULL
+);
+"""
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+class EventLog:
+    """Append-mostly event store of one run. Safe to open from several processes."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.connect() as db:
+            db.executescript(SCHEMA)
+
+    @contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            yield db
+        finally:
+            db.close()
+
+    # -- metadata ------------------------------------------------------------------------
+
+    def set_meta(self, **values: Any) -> None:
+        with self.connect() as db:
+            db.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [(k, json.dumps(v)) for k, v in values.items()],
+            )
+
+    def meta(self) -> dict[str, Any]:
+        with self.connect() as db:
+            return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+
+    # -- events --------------------------------------------------------------------------
+
+    def lifecycle(self, arm: str, agent: str, event: str, **detail: Any) -> None:
+        with self.connect() as db:
+            db.execute(
+                "INSERT INTO lifecycle (at, arm, agent, event, detail) VALUES (?, ?, ?, ?, ?)",
+                (time.time(), arm, agent, event, json.dumps(detail, sort_keys=True)),
+            )
+
+    def add_submission(
+        self, arm: str, agent: str, request_id: str, commit: str, message: str = ""
+    ) -> tuple[int, int | None]:
+        """Record a submission once per request id; returns (submission id, job id or None).
+        A request seen before returns its existing row, so a retried request never doubles."""
+        with self.connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute(
+                "SELECT id, job_id FROM submissions WHERE request_id = ?", (request_id,)
+            ).fetchone()
+            if row is None:
+                cur = db.execute(
+                    "INSERT INTO submissions (at, arm, agent, request_id, commit_sha, message)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (time.time(), arm, agent, request_id, commit, message),
+                )
+                row = (int(cur.lastrowid or 0), None)
+            db.execute("COMMIT")
+            return row[0], row[1]
+
+    def set_job(self, submission_id: int, job_id: int) -> None:
+        with self.connect() as db:
+            db.execute("UPDATE submissions SET job_id = ? WHERE id = ?", (job_id, submission_id))
+
+    def add_evaluation(self, submission_id: int | None, evaluation: Any) -> bool:
+        """Store a judge ``Evaluation`` once; False if it was already stored."""
+        e = evaluation
+        with self.connect() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO evaluations VALUES"
+                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    e.job_id,
+                    submission_id,
+                    e.arm,
+                    e.agent,
+                    e.commit,
+                    str(e.verdict),
+                    e.reason,
+                    e.detail,
+                    json.dumps(e.metrics, sort_keys=True),
+                    json.dumps(e.stages, sort_keys=True),
+                    json.dumps(e.flags, sort_keys=True),
+                    e.attempts,
+                    e.enqueued_at,
+                    e.started_at,
+                    e.finished_at,
+                    e.queue_wait_s,
+                ),
+            )
+            return cur.rowcount == 1
+
+    def post(self, arm: str, author: str, role: str, kind: str, text: str, **refs: Any) -> int:
+        """Append a board message (authors are set by the gateway, never by the agent)."""
+        with self.connect() as db:
+            cur = db.execute(
+                "INSERT INTO messages (at, arm, author, role, kind, text, refs)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (time.time(), arm, author, role, kind, text, json.dumps(refs, sort_keys=True)),
+            )
+            return int(cur.lastrowid or 0)
+
+    def add_tokens(
+        self,
+        arm: str,
+        agent: str,
+        model: str,
+        source: str,
+        *,
+        input: int,
+        cache_read: int,
+        cache_write: int,
+        output: int,
+        reasoning: int,
+        cost_estimate: float | None = None,
+    ) -> None:
+        with self.connect() as db:
+            db.execute(
+                "INSERT INTO tokens (at, arm, agent, model, input, cache_read, cache_write,"
+                " output, reasoning, cost_estimate, source) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    time.time(),
+                    arm,
+                    agent,
+                    model,
+                    input,
+                    cache_read,
+                    cache_write,
+                    output,
+                    reasoning,
+                    cost_estimate,
+                    source,
+                ),
+            )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def table(self, name: str, where: str = "", args: tuple = ()) -> list[dict[str, Any]]:
+        """All rows of one table (``where`` is a trusted SQL fragment with ``?`` args)."""
+        if name not in {"lifecycle", "submissions", "evaluations", "messages", "tokens"}:
+            raise ValueError(f"no table {name!r}")
+        with self.connect() as db:
+            return _rows(db.execute(f"SELECT * FROM {name} {where} ORDER BY rowid", args))
+
+    def messages(self, arm: str, since: int = 0) -> list[dict[str, Any]]:
+        return self.table("messages", "WHERE arm = ? AND id > ?", (arm, since))
+
+    def pending_jobs(self) -> list[dict[str, Any]]:
+        """Submissions queued with the judge whose evaluation is not stored yet."""
+        with self.connect() as db:
+            return _rows(
+                db.execute(
+                    "SELECT s.* FROM submissions s LEFT JOIN evaluations e ON e.job_id = s.job_id"
+                    " WHERE s.job_id IS NOT NULL AND e.job_id IS NULL ORDER BY s.id"
+                )
+            )
+
+    def unqueued_submissions(self) -> list[dict[str, Any]]:
+        return self.table("submissions", "WHERE job_id IS NULL")
