@@ -12,8 +12,9 @@ Exit codes: 0 PASS / preflight all as expected; 1 WRONG, REJECT or a preflight m
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from judge.api import compose_judge_config
+from judge.api import compose_judge_config, load_judge_config
 from judge.checkout import BadInput, resolve_candidate
 from judge.verdict import Verdict
 
@@ -36,7 +37,10 @@ def main(argv: list[str]) -> int:
         return 2
     command, overrides = argv[0], argv[1:]
     try:
-        cfg = compose_judge_config(overrides)
+        if overrides[:1] == ["--config"] and len(overrides) == 2:
+            cfg = load_judge_config(Path(overrides[1]))
+        else:
+            cfg = compose_judge_config(overrides)
         if command == "evaluate":
             candidate = resolve_candidate(cfg.candidate or "", cfg.repo)
         home = setup(cfg, progress=_progress)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from judge.checkout import BadInput
-from judge.config import register_configs
+from judge.config import JudgeAppConfig, register_configs
 from tasks.schema import PROJECT_ROOT
 
 CONF_DIR = PROJECT_ROOT / "conf"
@@ -32,3 +34,25 @@ def compose_judge_config(overrides: list[str]) -> DictConfig:
             message += ": " + " ".join(str(cause).split())
         raise BadInput(message) from None
     return cfg
+
+
+def load_judge_config(path: Path) -> DictConfig:
+    """A judge config saved by the runner (``save_judge_config``), checked against the schema.
+
+    Raises:
+        BadInput: the file is missing or does not fit the schema.
+    """
+    if not path.is_file():
+        raise BadInput(f"judge config {path} does not exist")
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(JudgeAppConfig), OmegaConf.load(path))
+    except OmegaConfBaseException as exc:
+        raise BadInput(f"judge config {path}: {' '.join(str(exc).split())}") from None
+    return cfg  # type: ignore[return-value]
+
+
+def save_judge_config(task: DictConfig, judge: DictConfig, path: Path) -> Path:
+    """Write the exact task and judge settings a judge service process must use."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(OmegaConf.create({"task": task, "judge": judge}), path, resolve=True)
+    return path

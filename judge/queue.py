@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     label TEXT NOT NULL DEFAULT '',
     repo TEXT NOT NULL,
     commit_sha TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done')),
+    state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'cancelled')),
     device TEXT,
     attempts INTEGER NOT NULL DEFAULT 0,
     enqueued_at REAL NOT NULL,
@@ -150,6 +150,24 @@ class JudgeQueue:
             )
             self._event(db, job_id, "requeued", {"why": why})
 
+    def cancel(self, job_ids: list[int], why: str) -> list[int]:
+        """Withdraw jobs still waiting (a run past its deadline); returns those withdrawn.
+        A job already running or done is left alone."""
+        cancelled = []
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            for job_id in job_ids:
+                cur = db.execute(
+                    "UPDATE jobs SET state = 'cancelled', finished_at = ?"
+                    " WHERE id = ? AND state = 'queued'",
+                    (time.time(), job_id),
+                )
+                if cur.rowcount:
+                    cancelled.append(job_id)
+                    self._event(db, job_id, "cancelled", {"why": why})
+            db.execute("COMMIT")
+        return cancelled
+
     def recover(self, device: str) -> list[int]:
         """Re-queue jobs left running on ``device`` by a worker that died. Call it only while
         holding that device's lock, so no live worker owns them."""
@@ -189,8 +207,11 @@ class JudgeQueue:
             evaluation = self.result(job_id)
             if evaluation is not None:
                 return evaluation
-            if self.state(job_id) is None:
+            state = self.state(job_id)
+            if state is None:
                 raise KeyError(f"no job {job_id} in {self.path}")
+            if state == "cancelled":
+                raise LookupError(f"job {job_id} was cancelled")
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"job {job_id} not done after {timeout} s")
             time.sleep(poll)

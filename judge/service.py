@@ -126,7 +126,8 @@ def run_until_done(
     pending = set(job_ids)
 
     def done() -> bool:
-        pending.difference_update({j for j in list(pending) if queue.state(j) == "done"})
+        finished = {j for j in pending if queue.state(j) in ("done", "cancelled")}
+        pending.difference_update(finished)
         return not pending
 
     while not done():
@@ -166,7 +167,7 @@ def serve_forever(cfg: DictConfig, home: JudgeHome) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    info = home.root / "service.json"
+    info = home.root / f"service-{os.getpid()}.json"
     info.write_text(
         json.dumps({"pid": os.getpid(), "started_at": time.time(), "device": cfg.judge.device})
     )
@@ -176,17 +177,30 @@ def serve_forever(cfg: DictConfig, home: JudgeHome) -> int:
 
     try:
         work(cfg, home, stop=lambda: stopping, progress=log)
+    except DeviceBusy as busy:
+        log(f"judge: not starting: {busy}")
+        return 0
     finally:
         info.unlink(missing_ok=True)
     return 0
 
 
-def start_service(overrides: list[str], log_path: Path) -> subprocess.Popen:
-    """Start ``python -m judge serve`` as a separate OS process in its own session."""
+def worker_alive(home: JudgeHome, device: str) -> bool:
+    """True while some worker holds ``device`` (the lock is released by the OS if it dies)."""
+    try:
+        with DeviceLock(home, device):
+            return False
+    except DeviceBusy:
+        return True
+
+
+def start_service(config_file: Path, log_path: Path) -> subprocess.Popen:
+    """Start ``python -m judge serve --config FILE`` as its own OS process, in its own session
+    and process group, so that stopping the runner or an agent never takes the judge down."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "judge", "serve", *overrides],
+            [sys.executable, "-m", "judge", "serve", "--config", str(config_file)],
             cwd=os.getcwd(),
             stdin=subprocess.DEVNULL,
             stdout=log,

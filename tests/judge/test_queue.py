@@ -93,3 +93,15 @@ def test_concurrent_workers_never_claim_the_same_job(tmp_path):
 def test_unknown_policy_is_refused(tmp_path):
     with pytest.raises(ValueError, match="fifo, fair"):
         JudgeQueue(tmp_path / "q.sqlite", "lifo")
+
+
+def test_cancel_withdraws_only_waiting_jobs(tmp_path):
+    q = JudgeQueue(tmp_path / "q.sqlite")
+    running = q.enqueue(arm="a", agent="w", repo="/r", commit="c" * 40)
+    waiting = q.enqueue(arm="a", agent="w", repo="/r", commit="d" * 40)
+    q.claim("cpu")
+    assert q.cancel([running, waiting], "deadline") == [waiting]
+    assert q.state(running) == "running" and q.state(waiting) == "cancelled"
+    assert q.claim("cpu") is None
+    with pytest.raises(LookupError, match="cancelled"):
+        q.wait(waiting, timeout=1)

@@ -1,0 +1,93 @@
+"""Structured configs of the runner (``python -m runner``): typos and bad types are rejected
+with Hydra's own messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+
+from judge.config import JudgeConfig
+from judge.config import register_configs as register_judge_configs
+from tasks.schema import TaskConfig
+
+
+@dataclass
+class SeatConfig:
+    """One seat of an arm: a worker (submits) on a starting direction, or a critic."""
+
+    name: str
+    role: str = "worker"
+    direction: str | None = None
+
+
+@dataclass
+class ArmConfig:
+    """A team setting. ``start``: ``master`` (the task template) or ``champion`` (the best
+    PASS of ``from_run``, for a round-two continuation)."""
+
+    name: str
+    seats: list[SeatConfig] = field(default_factory=list)
+    start: str = "master"
+
+
+@dataclass
+class AgentConfig:
+    """The seat adapter every agent of the experiment uses (the same in every arm)."""
+
+    kind: str = "scripted"
+    # True for programs with no model: every table marks the arm as scripted.
+    scripted: bool = True
+    # argv run in the agent's container; {python} {role} {direction} {seed} {deadline} {agent}
+    # are filled in per seat.
+    command: list[str] = field(default_factory=list)
+    image: str = "swarmlab-base:1"
+    network: str = "none"
+
+
+@dataclass
+class IsolationConfig:
+    """Where agents run. ``docker`` isolates; ``local`` is for development and isolates nothing."""
+
+    backend: str = "docker"
+    # "auto": every CPU but the judge's.
+    cpuset: str = "auto"
+    memory: str = "1g"
+    pids_limit: int = 256
+
+
+@dataclass
+class BudgetConfig:
+    """The deadline ends the run, not the agents' opinion."""
+
+    minutes: float = 60.0
+    # Optional cap on submissions per agent (the seed's "turn cap"); null: none.
+    max_submissions_per_agent: int | None = None
+    # After the deadline, evaluations already queued may finish for this long; the rest are
+    # cancelled and counted as not evaluated.
+    drain_minutes: float = 3.0
+
+
+@dataclass
+class RunnerConfig:
+    experiment: str = "single"
+    seed: int = 0
+    task: TaskConfig = field(default_factory=TaskConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    isolation: IsolationConfig = field(default_factory=IsolationConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    arms: dict[str, ArmConfig] = field(default_factory=dict)
+    # arm=continuation: the run directory whose champion every agent starts from.
+    from_run: str | None = None
+    # Seconds between progress lines; 0: none.
+    progress_every_s: float = 10.0
+
+
+def register_configs() -> None:
+    register_judge_configs()
+    cs = ConfigStore.instance()
+    cs.store(name="runner_schema", node=RunnerConfig)
+    cs.store(group="schema", name="arm", node=ArmConfig)
+    cs.store(group="schema", name="agent", node=AgentConfig)
+    cs.store(group="schema", name="isolation", node=IsolationConfig)

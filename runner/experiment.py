@@ -1,0 +1,369 @@
+"""One experiment's lifecycle: compose → judge up → preflight → workspaces → launch →
+supervise → collect. A run killed at any point can be resumed from its directory alone
+(``python -m runner resume=DIR``): every submission is on disk or in the event log."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from isolation import DockerUnavailable
+from isolation.backends import AgentSpec, get_backend
+from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm, template_repo
+from judge.api import save_judge_config
+from judge.preflight import format_table, passed_preflight, run_preflight
+from judge.private import JudgeHome, setup
+from judge.queue import JudgeQueue
+from judge.sandbox import judge_cpuset
+from judge.service import start_service, worker_alive
+from runner.events import EventLog
+from runner.gateway import Gateway
+from runner.progress import Progress
+from runner.summary import format_summary, summarize, write_summary
+from runner.supervisor import Supervisor
+from tasks.schema import PROJECT_ROOT, task_root
+
+AGENTS_DIR = PROJECT_ROOT / "agents"
+
+
+def clock(epoch: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class RunRefused(Exception):
+    """The run cannot start (preflight failed, no engine, bad from_run): one clear message."""
+
+
+@dataclass
+class JudgeLink:
+    """The runner's view of the judge service: started when none runs, never killed with the
+    runner (own session), stopped at the end only if this run started it and nothing waits."""
+
+    home: JudgeHome
+    device: str
+    config_file: Path
+    log_file: Path
+    process: subprocess.Popen | None = None
+
+    def ensure_running(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            return
+        if worker_alive(self.home, self.device):
+            return
+        self.process = start_service(self.config_file, self.log_file)
+
+    def stop_if_ours(self, queue: JudgeQueue) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        counts = queue.counts()
+        if counts.get("queued", 0) or counts.get("running", 0):
+            return  # other runs still need it
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def judge_app_config(cfg: DictConfig) -> DictConfig:
+    return OmegaConf.create({"task": cfg.task, "judge": cfg.judge})
+
+
+def agent_cpuset(cfg: DictConfig) -> str:
+    """Every CPU but the judge's (all of them on a one-CPU machine)."""
+    if cfg.isolation.cpuset != "auto":
+        return cfg.isolation.cpuset
+    judge_cpus = {int(c) for c in judge_cpuset(cfg.judge.sandbox.cpuset).split(",") if c.isdigit()}
+    others = sorted(set(os.sched_getaffinity(0)) - judge_cpus) or sorted(os.sched_getaffinity(0))
+    return ",".join(map(str, others))
+
+
+def champion(from_run: Path) -> tuple[Path, str, dict[str, Any]]:
+    """The best PASS of a finished run: (its arm's submission repo, commit, evaluation)."""
+    db = from_run / "events.sqlite"
+    if not db.is_file():
+        raise RunRefused(f"from_run={from_run} is not a run directory (no events.sqlite)")
+    passes = [e for e in EventLog(db).table("evaluations") if e["verdict"] == "PASS"]
+    if not passes:
+        raise RunRefused(f"from_run={from_run} has no PASS to continue from")
+    best = max(passes, key=lambda e: json.loads(e["metrics"]).get("tok_s", 0.0))
+    return from_run / "arms" / best["arm"] / "submissions.git", best["commit_sha"], best
+
+
+def agent_specs(
+    cfg: DictConfig, run_id: str, arms: list[ArmWorkspace], deadline: float
+) -> list[AgentSpec]:
+    moves = task_root(cfg.task) / "moves"
+    mounts = {
+        str(AGENTS_DIR): "/opt/swarmlab/agents",
+        str(AGENTS_DIR / "tools"): "/opt/swarmlab/bin",
+    }
+    if moves.is_dir():
+        mounts[str(moves)] = "/opt/swarmlab/moves"
+    root = os.geteuid() == 0
+    specs = []
+    for arm in arms:
+        for name, ws in arm.agents.items():
+            fill = dict(
+                python=sys.executable,
+                role=ws.role,
+                direction=ws.direction or "any",
+                seed=str(cfg.seed),
+                deadline=f"{deadline:.0f}",
+                agent=name,
+            )
+            command = [part.format(**fill) for part in cfg.agent.command]
+            specs.append(
+                AgentSpec(
+                    arm=arm.name,
+                    agent=name,
+                    workspace=ws,
+                    arm_workspace=arm,
+                    command=command,
+                    env={
+                        "SWARMLAB_AGENT": name,
+                        "SWARMLAB_ARM": arm.name,
+                        "SWARMLAB_ROLE": ws.role,
+                        "SWARMLAB_DEADLINE": f"{deadline:.0f}",
+                    },
+                    image=cfg.agent.image,
+                    cpuset=agent_cpuset(cfg),
+                    memory=cfg.isolation.memory,
+                    pids_limit=cfg.isolation.pids_limit,
+                    network=cfg.agent.network,
+                    extra_mounts=mounts,
+                    user="1000:1000" if root else f"{os.getuid()}:{os.getgid()}",
+                    labels={"org.swarmlab.run": run_id, "org.swarmlab.arm": arm.name},
+                )
+            )
+    return specs
+
+
+class Run:
+    """A run directory and everything needed to drive it."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path) -> None:
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.events = EventLog(run_dir / "events.sqlite")
+        self.stopping: str | None = None
+
+    # -- start ---------------------------------------------------------------------------
+
+    def start(self) -> int:
+        cfg = self.cfg
+        backend = get_backend(cfg.isolation.backend)
+        if not cfg.arms:
+            raise RunRefused("no arm selected: arm=swarm, arm=solo or experiment=swarm_vs_solo")
+        home = self.judge_up()
+        source, commit, champ = self.starting_point()
+        run_id = f"{cfg.experiment}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        arms = []
+        for arm in cfg.arms.values():
+            seats = [Seat(s.name, s.role, s.direction) for s in arm.seats]
+            uid = 1000 if os.geteuid() == 0 else None
+            arms.append(prepare_arm(self.run_dir, arm.name, source, commit, seats, uid, uid))
+        started = time.time()
+        deadline = started + 60 * cfg.budget.minutes
+        self.events.set_meta(
+            run_id=run_id,
+            experiment=cfg.experiment,
+            seed=cfg.seed,
+            task=cfg.task.name,
+            agent_kind=cfg.agent.kind,
+            scripted=bool(cfg.agent.scripted),
+            arms=[a.name for a in arms],
+            seats={
+                a.name: [[s.name, s.role, s.direction] for s in cfg.arms[a.name].seats]
+                for a in arms
+            },
+            started_at=started,
+            deadline=deadline,
+            budget_minutes=cfg.budget.minutes,
+            start_commit=commit,
+            champion=champ,
+            judge_home=str(home.root),
+            isolation=cfg.isolation.backend,
+            status="running",
+            config=OmegaConf.to_container(cfg, resolve=True),
+        )
+        say(f"run {run_id}: {', '.join(a.name for a in arms)} until {clock(deadline)}")
+        return self.supervise(backend, home, arms, run_id, deadline, first_event="started")
+
+    def judge_up(self) -> JudgeHome:
+        cfg = self.cfg
+        judge_cfg = judge_app_config(cfg)
+        home = setup(judge_cfg, progress=say)
+        if cfg.judge.preflight == "required":
+            if passed_preflight(judge_cfg, home):
+                say("judge preflight: passed before with this judge, task and settings")
+            else:
+                say("judge preflight: scoring the task's mutants before any agent starts")
+                report = run_preflight(judge_cfg, home, progress=say)
+                say(format_table(report.rows))
+                if report.note:
+                    say(report.note)
+                if not report.ok:
+                    raise RunRefused("judge preflight failed: not starting any agent")
+        elif cfg.judge.preflight != "skip":
+            raise RunRefused(f"judge.preflight={cfg.judge.preflight!r}: use required or skip")
+        else:
+            say("WARNING: judge.preflight=skip: the judge was not checked against its mutants")
+        return home
+
+    def starting_point(self) -> tuple[Path, str, dict[str, Any] | None]:
+        cfg = self.cfg
+        starts = {a.start for a in cfg.arms.values()}
+        if "champion" in starts:
+            if not cfg.from_run:
+                raise RunRefused("a continuation needs from_run=DIR (a finished run's directory)")
+            repo, commit, best = champion(Path(cfg.from_run).resolve())
+            say(
+                f"continuation: every agent starts from {commit[:10]}"
+                f" ({best['arm']}/{best['agent']})"
+            )
+            return (
+                repo,
+                commit,
+                {
+                    "commit": commit,
+                    "arm": best["arm"],
+                    "agent": best["agent"],
+                    "metrics": json.loads(best["metrics"]),
+                },
+            )
+        repo, commit = template_repo(
+            task_root(cfg.task) / cfg.task.template, self.run_dir / "template.git"
+        )
+        return repo, commit, None
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def supervise(
+        self,
+        backend: Any,
+        home: JudgeHome,
+        arms: list[ArmWorkspace],
+        run_id: str,
+        deadline: float,
+        first_event: str,
+    ) -> int:
+        cfg = self.cfg
+        queue = JudgeQueue(home.queue_path, cfg.judge.queue_policy)
+        link = JudgeLink(
+            home,
+            cfg.judge.device,
+            save_judge_config(cfg.task, cfg.judge, self.run_dir / "judge.yaml"),
+            self.run_dir / "judge-service.log",
+        )
+        link.ensure_running()
+        gateway = Gateway(self.events, queue, arms)
+        specs = agent_specs(cfg, run_id, arms, deadline)
+        supervisor = Supervisor(backend, self.events, specs)
+        progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
+        self.install_signals()
+        backend.cleanup(run_id)
+        try:
+            supervisor.start_all(first_event)
+            while not self.stopping and time.time() < deadline:
+                gateway.poll()
+                supervisor.check()
+                link.ensure_running()
+                progress.maybe_print(deadline)
+                time.sleep(0.25)
+            reason = self.stopping or "deadline"
+        finally:
+            supervisor.stop_all(self.stopping or "deadline")
+            backend.cleanup(run_id)
+        self.drain(gateway, queue, link, reason)
+        return self.collect(reason, link, queue)
+
+    def install_signals(self) -> None:
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            if self.stopping:
+                raise KeyboardInterrupt
+            self.stopping = "interrupted"
+            say("stopping: agents are being stopped; the results so far will be written")
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+
+    def drain(self, gateway: Gateway, queue: JudgeQueue, link: JudgeLink, reason: str) -> None:
+        """Let submissions made before the end be judged, for at most drain_minutes."""
+        limit = time.time() + (60 * self.cfg.budget.drain_minutes if reason == "deadline" else 0)
+        gateway.poll()
+        while self.events.pending_jobs() and time.time() < limit:
+            link.ensure_running()
+            gateway.poll()
+            time.sleep(0.5)
+        gateway.poll()
+        left = [s["job_id"] for s in self.events.pending_jobs()]
+        cancelled = queue.cancel(left, f"run ended ({reason})")
+        if left:
+            say(
+                f"{len(left)} submission(s) not evaluated before the end"
+                f" ({len(cancelled)} withdrawn from the judge's queue)"
+            )
+
+    def collect(self, reason: str, link: JudgeLink, queue: JudgeQueue) -> int:
+        ended = time.time()
+        self.events.set_meta(status="finished" if reason == "deadline" else reason, ended_at=ended)
+        rows = summarize(self.events, self.run_dir)
+        write_summary(rows, self.run_dir / "summary.csv")
+        link.stop_if_ours(queue)
+        print(format_summary(rows))
+        print(f"results: {self.run_dir}")
+        return 0 if reason == "deadline" else 130
+
+
+def start_experiment(cfg: DictConfig, run_dir: Path) -> int:
+    """Run a composed experiment in ``run_dir``; returns the exit status."""
+    try:
+        return Run(cfg, run_dir).start()
+    except (RunRefused, DockerUnavailable) as exc:
+        say(f"runner: {exc}")
+        return 2
+
+
+def resume_experiment(run_dir: Path) -> int:
+    """Continue a run that was killed: same arms, same deadline, no submission lost."""
+    saved = run_dir / ".hydra" / "config.yaml"
+    db = run_dir / "events.sqlite"
+    if not saved.is_file() or not db.is_file():
+        say(f"runner: {run_dir} is not a run directory (no .hydra/config.yaml or events.sqlite)")
+        return 2
+    cfg = OmegaConf.load(saved)
+    run = Run(cfg, run_dir)  # type: ignore[arg-type]
+    meta = run.events.meta()
+    if meta.get("status") != "running":
+        say(f"runner: {run_dir} ended ({meta.get('status')}); nothing to resume")
+        return 2
+    try:
+        backend = get_backend(cfg.isolation.backend)
+        home = setup(judge_app_config(cfg), progress=say)  # type: ignore[arg-type]
+        arms = [load_arm(run_dir, name) for name in meta["arms"]]
+        for arm in arms:
+            for agent in arm.agents:
+                run.events.lifecycle(arm.name, agent, "resumed", after="runner restart")
+        say(f"resuming {meta['run_id']} until {clock(meta['deadline'])}")
+        return run.supervise(
+            backend, home, arms, meta["run_id"], float(meta["deadline"]), "restarted"
+        )
+    except (RunRefused, DockerUnavailable) as exc:
+        say(f"runner: {exc}")
+        return 2

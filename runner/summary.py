@@ -1,0 +1,138 @@
+"""The per-arm summary a run prints at the end and writes as ``summary.csv``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from runner.events import EventLog
+
+
+@dataclass
+class ArmSummary:
+    """One row per arm. ``agent_kind`` says ``scripted (no model)`` for scripted agents."""
+
+    arm: str
+    agent_kind: str
+    agents: int
+    evaluations: int
+    pass_: int
+    wrong: int
+    reject: int
+    error: int
+    not_evaluated: int
+    best_tok_s: float | None
+    x_baseline: float | None
+    time_to_best_s: float | None
+    relays: int
+    judge_busy_pct: float
+    mean_queue_wait_s: float | None
+    restarts: int
+
+
+def is_ancestor(repo: Path, ancestor: str, commit: str) -> bool:
+    result = subprocess.run(
+        ["git", "-C", str(repo), "merge-base", "--is-ancestor", ancestor, commit],
+        capture_output=True,
+    )
+    return result.returncode == 0
+
+
+def relay_edges(repo: Path, passes: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
+    """(earlier PASS, later PASS) pairs where the later one, by another agent, contains the
+    earlier one's commit: one agent built on another's result."""
+    edges = []
+    ordered = sorted(passes, key=lambda e: e["finished_at"])
+    for i, later in enumerate(ordered):
+        for earlier in ordered[:i]:
+            if earlier["agent"] == later["agent"] or earlier["commit_sha"] == later["commit_sha"]:
+                continue
+            if is_ancestor(repo, earlier["commit_sha"], later["commit_sha"]):
+                edges.append((earlier, later))
+                break
+    return edges
+
+
+def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
+    meta = events.meta()
+    started = float(meta.get("started_at", 0.0))
+    ended = float(meta.get("ended_at") or meta.get("deadline") or started)
+    duration = max(ended - started, 1e-9)
+    kind = meta.get("agent_kind", "unknown")
+    if meta.get("scripted"):
+        kind = f"{kind} (scripted, no model)"
+    evaluations = events.table("evaluations")
+    submissions = events.table("submissions")
+    lifecycle = events.table("lifecycle")
+    rows = []
+    for arm in meta.get("arms", []):
+        mine = [e for e in evaluations if e["arm"] == arm]
+        verdicts = [e["verdict"] for e in mine]
+        passes = [e for e in mine if e["verdict"] == "PASS"]
+        best = max(passes, key=lambda e: json.loads(e["metrics"]).get("tok_s", 0.0), default=None)
+        best_metrics = json.loads(best["metrics"]) if best else {}
+        evaluated = {e["job_id"] for e in mine}
+        waits = [e["queue_wait_s"] for e in mine]
+        repo = run_dir / "arms" / arm / "submissions.git"
+        rows.append(
+            ArmSummary(
+                arm=arm,
+                agent_kind=kind,
+                agents=len(meta.get("seats", {}).get(arm, [])),
+                evaluations=len(mine),
+                pass_=verdicts.count("PASS"),
+                wrong=verdicts.count("WRONG"),
+                reject=verdicts.count("REJECT"),
+                error=verdicts.count("ERROR"),
+                not_evaluated=sum(
+                    1 for s in submissions if s["arm"] == arm and s["job_id"] not in evaluated
+                ),
+                best_tok_s=best_metrics.get("tok_s"),
+                x_baseline=best_metrics.get("x_baseline"),
+                time_to_best_s=round(best["finished_at"] - started, 1) if best else None,
+                relays=len(relay_edges(repo, passes)) if repo.exists() else 0,
+                judge_busy_pct=round(
+                    100 * sum(e["finished_at"] - e["started_at"] for e in mine) / duration, 1
+                ),
+                mean_queue_wait_s=round(sum(waits) / len(waits), 1) if waits else None,
+                restarts=sum(1 for r in lifecycle if r["arm"] == arm and r["event"] == "restarted"),
+            )
+        )
+    return rows
+
+
+COLUMNS = [f.name.rstrip("_") for f in fields(ArmSummary)]
+
+
+def write_summary(rows: list[ArmSummary], path: Path) -> Path:
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(COLUMNS)
+        for row in rows:
+            writer.writerow(["" if v is None else v for v in asdict(row).values()])
+    return path
+
+
+def format_summary(rows: list[ArmSummary]) -> str:
+    shown = ["arm", "agent_kind", "agents", "evaluations", "pass", "wrong", "reject", "error",
+             "best_tok_s", "x_baseline", "time_to_best_s", "relays", "judge_busy_pct",
+             "mean_queue_wait_s"]  # fmt: skip
+    table = [shown] + [
+        [_cell(asdict(r)[c if c != "pass" else "pass_"]) for c in shown] for r in rows
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(shown))]
+    return "\n".join(
+        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)) for line in table
+    )
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
