@@ -11,6 +11,7 @@ import statistics
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -111,13 +112,13 @@ class _Run:
         return reply, seconds
 
     def base_call(self, payload: dict[str, Any], timeout: float) -> tuple[dict[str, Any], float]:
-        """A baseline request, the candidate frozen. The baseline failing is the judge's fault."""
-        assert self.base_engine is not None and self.cand is not None
-        with self.cand.frozen():
-            try:
-                reply, seconds = self.base_engine.request(payload, timeout)
-            except EngineFailure as failure:
-                raise InfrastructureFault(f"baseline engine failed: {failure}") from None
+        """A baseline request. Call it inside ``self.cand.frozen()``: the candidate's processes
+        must not run while the baseline is timed. The baseline failing is the judge's fault."""
+        assert self.base_engine is not None and self.cand is not None and self.cand.paused
+        try:
+            reply, seconds = self.base_engine.request(payload, timeout)
+        except EngineFailure as failure:
+            raise InfrastructureFault(f"baseline engine failed: {failure}") from None
         self.engine_s += seconds
         return reply, seconds
 
@@ -145,21 +146,24 @@ class _Run:
         return prefill_s, decode_s, reply.get("tokens")
 
     def base_set(self, set_name: str, decode: bool) -> tuple[float, float]:
+        """Prefill (and decode) one hidden set on the baseline, the candidate frozen throughout."""
+        assert self.cand is not None
         s = self.home.inputs[set_name]
-        _, prefill_s = self.base_call(
-            {"op": "prefill", "prompts": s.prompts}, self.timeout(set_name, "prefill")
-        )
         decode_s = 0.0
-        if decode:
-            reply, decode_s = self.base_call(
-                {"op": "decode", "steps": s.new_tokens, "margins": False},
-                self.timeout(set_name, "decode"),
+        with self.cand.frozen():
+            _, prefill_s = self.base_call(
+                {"op": "prefill", "prompts": s.prompts}, self.timeout(set_name, "prefill")
             )
-            if self.differs(set_name, reply.get("tokens")) is not None:
-                raise InfrastructureFault(
-                    f"the baseline did not reproduce its own reference on {set_name}"
+            if decode:
+                reply, decode_s = self.base_call(
+                    {"op": "decode", "steps": s.new_tokens, "margins": False},
+                    self.timeout(set_name, "decode"),
                 )
-        self.base_call({"op": "reset"}, self.judge.timeout_floor_s)
+            self.base_call({"op": "reset"}, self.judge.timeout_floor_s)
+        if decode and self.differs(set_name, reply.get("tokens")) is not None:
+            raise InfrastructureFault(
+                f"the baseline did not reproduce its own reference on {set_name}"
+            )
         return prefill_s, decode_s
 
     def differs(self, set_name: str, tokens: Any) -> tuple[int, int, int] | None:
@@ -282,11 +286,15 @@ class _Run:
                 owner=self.home.owner,
                 tag=f"{self.home.owner}-{self.job.id}",
             )
-            self.cand = self.sandbox.container("candidate", tree)
-            self.base = self.sandbox.container("baseline", self.home.baseline)
+            # Both containers start at once: starting one takes ~0.3 s of the engine's time.
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                cand = pool.submit(self.sandbox.container, "candidate", tree)
+                base = pool.submit(self.sandbox.container, "baseline", self.home.baseline)
+                self.cand, self.base = cand.result(), base.result()
             serve = self.sandbox.serve_argv(list(task.serve))
             self.base_engine = self.base.engine(serve, "baseline")
-            self.base_call({"op": "load"}, judge.load_timeout_s)
+            with self.cand.frozen():
+                self.base_call({"op": "load"}, judge.load_timeout_s)
         if task.build:
             with self.stage("build"):
                 code, output = self.cand.run(

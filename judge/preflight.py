@@ -18,6 +18,7 @@ import git
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from isolation.gitutil import commit_all, template_repo
 from judge.private import JudgeHome, task_fingerprint
 from judge.queue import JudgeQueue
 from judge.service import describe, run_until_done
@@ -25,7 +26,7 @@ from judge.verdict import Evaluation
 from tasks.schema import task_root
 
 Progress = Callable[[str], None]
-_AUTHOR = "swarmlab judge <judge@swarmlab.invalid>"
+_AUTHOR = ("swarmlab judge", "judge@swarmlab.invalid")
 
 
 @dataclass(frozen=True)
@@ -129,29 +130,17 @@ def resolution_note(rows: list[PreflightRow], results: list[Evaluation]) -> str:
     )
 
 
-def commit_tree(repo: git.Repo, message: str) -> str:
-    """Commit everything in the work tree with a fixed author and date (stable shas)."""
-    repo.git.add("-A")
-    env = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
-    with repo.git.custom_environment(**env):
-        repo.git.commit("-q", "--allow-empty", "--no-verify", "-m", message, f"--author={_AUTHOR}")
-    return repo.head.commit.hexsha
-
-
 def build_mutant_repo(
     cfg: DictConfig, home: JudgeHome, mutants: list[Mutant]
 ) -> tuple[Path, dict[str, str]]:
-    """A repository with the template on ``master`` and one commit per mutant; {name: sha}."""
+    """A repository with the template on ``master`` and a branch ``mutant/<name>`` per mutant;
+    returns (its path, {name: sha})."""
     root = home.root / "mutants"
     shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(
-        task_root(cfg.task) / cfg.task.template, root, ignore=shutil.ignore_patterns("__pycache__")
+    root, base = template_repo(
+        task_root(cfg.task) / cfg.task.template, root, author=_AUTHOR, message="template"
     )
-    repo = git.Repo.init(root, initial_branch="master")
-    with repo.config_writer() as config:
-        config.set_value("user", "name", "swarmlab judge")
-        config.set_value("user", "email", "judge@swarmlab.invalid")
-    base = commit_tree(repo, "template")
+    repo = git.Repo(root)
     shas = {}
     for m in mutants:
         repo.git.checkout("-q", "-f", base)
@@ -164,7 +153,9 @@ def build_mutant_repo(
                 raise ValueError(
                     f"mutant {m.name}: patch {patch} does not apply: {exc.stderr.strip()}"
                 ) from None
-        shas[m.name] = commit_tree(repo, f"mutant {m.name}")
+        shas[m.name] = commit_all(root, f"mutant {m.name}", _AUTHOR)
+        # A branch per mutant keeps it reachable: `candidate=DIR@mutant/NAME` works by hand.
+        repo.git.update_ref(f"refs/heads/mutant/{m.name}", shas[m.name])
     repo.git.checkout("-q", "-f", base)
     return root, shas
 

@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
     author TEXT NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL,
-    refs TEXT NOT NULL DEFAULT '{}'
+    refs TEXT NOT NULL DEFAULT '{}', request_id TEXT
 );
 CREATE TABLE IF NOT EXISTS tokens (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
@@ -58,6 +58,13 @@ class EventLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.connect() as db:
             db.executescript(SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
+            if "request_id" not in columns:  # a log written before messages had request ids
+                db.execute("ALTER TABLE messages ADD COLUMN request_id TEXT")
+            # A board post retried after a gateway crash is stored once (NULLs may repeat).
+            db.execute(
+                "CREATE UNIQUE INDEX IF NOT EXISTS messages_request ON messages (request_id)"
+            )
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
@@ -146,13 +153,46 @@ class EventLog:
 
     def post(self, arm: str, author: str, role: str, kind: str, text: str, **refs: Any) -> int:
         """Append a board message (authors are set by the gateway, never by the agent)."""
+        return self.add_message(arm, author, role, kind, text, refs)[0]
+
+    def add_message(
+        self,
+        arm: str,
+        author: str,
+        role: str,
+        kind: str,
+        text: str,
+        refs: dict[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> tuple[int, bool]:
+        """Append a board message once per ``request_id``; returns (message id, created).
+        A request seen before returns its existing message, so a retried post never doubles."""
         with self.connect() as db:
-            cur = db.execute(
-                "INSERT INTO messages (at, arm, author, role, kind, text, refs)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (time.time(), arm, author, role, kind, text, json.dumps(refs, sort_keys=True)),
-            )
-            return int(cur.lastrowid or 0)
+            db.execute("BEGIN IMMEDIATE")
+            row = None
+            if request_id is not None:
+                row = db.execute(
+                    "SELECT id FROM messages WHERE request_id = ?", (request_id,)
+                ).fetchone()
+            created = row is None
+            if row is None:
+                cur = db.execute(
+                    "INSERT INTO messages (at, arm, author, role, kind, text, refs, request_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        time.time(),
+                        arm,
+                        author,
+                        role,
+                        kind,
+                        text,
+                        json.dumps(refs or {}, sort_keys=True),
+                        request_id,
+                    ),
+                )
+                row = (int(cur.lastrowid or 0),)
+            db.execute("COMMIT")
+            return row[0], created
 
     def add_tokens(
         self,

@@ -20,7 +20,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from isolation import DockerUnavailable
 from isolation.backends import AgentSpec, get_backend
-from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm, template_repo
+from isolation.gitutil import template_repo
+from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm
 from judge.api import save_judge_config
 from judge.preflight import format_table, passed_preflight, run_preflight
 from judge.private import JudgeHome, setup
@@ -106,7 +107,7 @@ def champion(from_run: Path) -> tuple[Path, str, dict[str, Any]]:
 
 
 def agent_specs(
-    cfg: DictConfig, run_id: str, arms: list[ArmWorkspace], deadline: float
+    cfg: DictConfig, run_id: str, arms: list[ArmWorkspace], deadline: float, home: JudgeHome
 ) -> list[AgentSpec]:
     moves = task_root(cfg.task) / "moves"
     mounts = {
@@ -149,6 +150,8 @@ def agent_specs(
                     extra_mounts=mounts,
                     user="1000:1000" if root else f"{os.getuid()}:{os.getgid()}",
                     labels={"org.swarmlab.run": run_id, "org.swarmlab.arm": arm.name},
+                    # A start is refused if any mount would reach the judge's private folder.
+                    hidden_paths=[str(home.root)],
                 )
             )
     return specs
@@ -248,7 +251,7 @@ class Run:
                 },
             )
         repo, commit = template_repo(
-            task_root(cfg.task) / cfg.task.template, self.run_dir / "template.git"
+            task_root(cfg.task) / cfg.task.template, self.run_dir / "template"
         )
         return repo, commit, None
 
@@ -272,8 +275,13 @@ class Run:
             self.run_dir / "judge-service.log",
         )
         link.ensure_running()
-        gateway = Gateway(self.events, queue, arms)
-        specs = agent_specs(cfg, run_id, arms, deadline)
+        gateway = Gateway(
+            self.events,
+            queue,
+            arms,
+            max_submissions_per_agent=cfg.budget.max_submissions_per_agent,
+        )
+        specs = agent_specs(cfg, run_id, arms, deadline, home)
         supervisor = Supervisor(backend, self.events, specs)
         progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
         self.install_signals()

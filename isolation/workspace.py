@@ -1,0 +1,267 @@
+"""Agent workspaces on the host: one folder per arm, one per agent, laid out exactly as
+``docs/agent-workspace.md`` says.
+
+``<run>/arms/<arm>/`` holds the arm's bare ``origin.git`` (only ``master``), the gateway's
+``submissions.git``, the board, and ``agents/<agent>/`` with the agent's clone, notes, outbox
+and inbox. Arms never share a path. What the agent writes (clone, notes, outbox) can be owned
+by the agent's uid; the inbox and the board stay the runner's, readable by everyone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from isolation.gitutil import fetch_commit, git, template_repo
+
+# Which roles may submit to the judge. A critic reviews others' PASSes and never submits.
+ROLES: dict[str, bool] = {"worker": True, "critic": False}
+# Names end up in paths, git refs and container names.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+ARM_FILE = "arm.json"
+
+__all__ = [
+    "ROLES",
+    "AgentWorkspace",
+    "ArmWorkspace",
+    "Seat",
+    "load_arm",
+    "prepare_arm",
+    "template_repo",
+]
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One seat of an arm: an agent's name, its role and (for a worker) its first direction."""
+
+    name: str
+    role: str  # "worker" | "critic"
+    direction: str | None = None
+
+
+@dataclass
+class AgentWorkspace:
+    """One agent's folders on the host (see the contract for what the agent sees)."""
+
+    arm: str
+    name: str
+    role: str
+    direction: str | None
+    root: Path
+    repo: Path
+    notes: Path
+    outbox: Path
+    inbox: Path
+
+    @property
+    def replies(self) -> Path:
+        return self.inbox / "replies"
+
+    @property
+    def verdicts_file(self) -> Path:
+        return self.inbox / "verdicts.jsonl"
+
+    @property
+    def can_submit(self) -> bool:
+        return ROLES.get(self.role, False)
+
+
+@dataclass
+class ArmWorkspace:
+    """One arm's folders on the host."""
+
+    name: str
+    root: Path
+    origin: Path
+    submissions: Path
+    board_dir: Path
+    agents: dict[str, AgentWorkspace] = field(default_factory=dict)
+
+    @property
+    def board_file(self) -> Path:
+        return self.board_dir / "board.jsonl"
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not NAME_RE.match(name or ""):
+        raise ValueError(
+            f"{kind} name {name!r}: use letters, digits, '_' or '-' (at most 63, starting with"
+            " a letter or digit)"
+        )
+
+
+def _layout(run_dir: Path, arm: str, seats: list[Seat]) -> ArmWorkspace:
+    root = Path(run_dir).resolve() / "arms" / arm
+    ws = ArmWorkspace(
+        name=arm,
+        root=root,
+        origin=root / "origin.git",
+        submissions=root / "submissions.git",
+        board_dir=root / "board",
+    )
+    for seat in seats:
+        home = root / "agents" / seat.name
+        ws.agents[seat.name] = AgentWorkspace(
+            arm=arm,
+            name=seat.name,
+            role=seat.role,
+            direction=seat.direction,
+            root=home,
+            repo=home / "repo",
+            notes=home / "notes",
+            outbox=home / "outbox",
+            inbox=home / "inbox",
+        )
+    return ws
+
+
+def _chown_tree(path: Path, uid: int, gid: int) -> None:
+    os.lchown(path, uid, gid)
+    for top, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.lchown(os.path.join(top, name), uid, gid)
+
+
+def _mkdir(path: Path, mode: int = 0o755) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(mode)  # whatever the umask: agents (another uid) must read what is ours
+
+
+def _write(path: Path, text: str, mode: int = 0o644) -> None:
+    path.write_text(text)
+    path.chmod(mode)
+
+
+def _bare(path: Path) -> None:
+    # --shared=0644: every file git writes later is world-readable and only ours to change,
+    # whatever the umask of whoever writes (the gateway); directories get the x bits.
+    git("init", "-q", "--bare", "--shared=0644", "--initial-branch=master", str(path))
+    for top, _dirs, files in os.walk(path):
+        os.chmod(top, 0o755)
+        for name in files:
+            os.chmod(os.path.join(top, name), 0o644)
+
+
+def prepare_arm(
+    run_dir: Path,
+    arm: str,
+    source_repo: Path,
+    commit: str,
+    seats: list[Seat],
+    uid: int | None = None,
+    gid: int | None = None,
+) -> ArmWorkspace:
+    """Create ``<run_dir>/arms/<arm>/`` as in ``docs/agent-workspace.md``.
+
+    ``origin.git`` holds only ``master`` at ``commit`` (and only the objects it reaches: a
+    clone cannot see any other commit of ``source_repo``); each seat gets a clone of it, its
+    git identity set to the agent's name, and empty notes, outbox and inbox.
+
+    Args:
+        run_dir: the run directory.
+        arm: the arm's name (a folder name).
+        source_repo: a repository holding ``commit`` (the task template made by
+            :func:`template_repo`, or a finished run's ``submissions.git`` for a continuation).
+        commit: the full sha every agent starts from.
+        seats: the arm's agents; names unique within the arm.
+        uid, gid: when given (the runner is root), the agent's clone, notes and outbox are
+            chowned to them; the inbox and board stay the caller's, readable by all.
+
+    Returns:
+        The arm's workspace. A small ``arm.json`` is written for :func:`load_arm`.
+
+    Raises:
+        ValueError: a bad or duplicate name, an unknown role, or the arm folder exists.
+    """
+    _check_name("arm", arm)
+    names = [s.name for s in seats]
+    if not seats:
+        raise ValueError(f"arm {arm}: no seats")
+    for seat in seats:
+        _check_name("agent", seat.name)
+        if seat.role not in ROLES:
+            raise ValueError(f"agent {seat.name}: role {seat.role!r} is not one of {list(ROLES)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"arm {arm}: duplicate agent names in {names}")
+    if (uid is None) != (gid is None):
+        raise ValueError("give both uid and gid, or neither")
+    ws = _layout(run_dir, arm, seats)
+    if ws.root.exists():
+        raise ValueError(f"arm folder {ws.root} already exists: an arm is prepared only once")
+    _mkdir(ws.root.parent)
+    ws.root.mkdir()
+    try:
+        _populate(ws, Path(source_repo), commit, seats, uid, gid)
+    except BaseException:
+        shutil.rmtree(ws.root, ignore_errors=True)  # a failed preparation can be retried
+        raise
+    return ws
+
+
+def _populate(
+    ws: ArmWorkspace,
+    source_repo: Path,
+    commit: str,
+    seats: list[Seat],
+    uid: int | None,
+    gid: int | None,
+) -> None:
+    arm = ws.name
+    ws.root.chmod(0o755)
+    _bare(ws.origin)
+    fetch_commit(source_repo, commit, ws.origin, "refs/heads/master")
+    _bare(ws.submissions)
+    _mkdir(ws.board_dir)
+    _write(ws.board_file, "")
+
+    _mkdir(ws.root / "agents")
+    for agent in ws.agents.values():
+        _mkdir(agent.root)
+        # --no-local: objects travel through a pack, never hard links. A hard-linked object
+        # file chowned to one agent would be writable by it in every other clone too.
+        git("clone", "-q", "--no-local", "--branch", "master", str(ws.origin), str(agent.repo))
+        git("config", "user.name", agent.name, cwd=agent.repo)
+        git("config", "user.email", f"{agent.name}@{arm}.swarmlab.invalid", cwd=agent.repo)
+        for folder in (agent.notes, agent.outbox):
+            _mkdir(folder)
+        _mkdir(agent.inbox)
+        _mkdir(agent.replies)
+        _write(agent.verdicts_file, "")
+        if uid is not None and gid is not None:
+            for folder in (agent.repo, agent.notes, agent.outbox):
+                _chown_tree(folder, uid, gid)
+
+    _write(
+        ws.root / ARM_FILE,
+        json.dumps(
+            {
+                "name": arm,
+                "commit": commit,
+                "source_repo": str(source_repo.resolve()),
+                "uid": uid,
+                "gid": gid,
+                "seats": [asdict(s) for s in seats],
+            },
+            indent=1,
+        )
+        + "\n",
+    )
+
+
+def load_arm(run_dir: Path, arm: str) -> ArmWorkspace:
+    """The workspace :func:`prepare_arm` made for ``arm`` in ``run_dir`` (to resume a run).
+
+    Raises:
+        FileNotFoundError: the arm was never prepared there.
+    """
+    _check_name("arm", arm)
+    path = Path(run_dir).resolve() / "arms" / arm / ARM_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no arm {arm!r} in {run_dir} (missing {path})")
+    record = json.loads(path.read_text())
+    return _layout(Path(run_dir), arm, [Seat(**s) for s in record["seats"]])

@@ -1,0 +1,416 @@
+"""The gateway: the only way anything an agent writes reaches the judge, the board or another
+agent (``docs/agent-workspace.md``).
+
+Agents drop request files into their own outbox. The gateway, on the host, reads them as
+untrusted input: it identifies the author by the outbox the file was found in (never by a
+field of the request), refuses oversized, malformed or linked files with a reason, copies a
+submitted commit from the agent's clone into the arm's ``submissions.git`` without letting git
+read anything else of the agent's repository (:func:`isolation.gitutil.fetch_commit`),
+records it in the event log, queues it with the judge, and writes replies, board lines and
+verdicts where the agent can only read them.
+
+Crash safety: the event log is the truth. A request file is deleted only after its effect is
+recorded and answered, and recording is idempotent per request id, so a gateway killed at any
+point redoes the request without doubling anything. The board file and each verdicts file
+are re-derived from the log when a gateway starts.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from isolation.gitutil import SHA_RE, UntrustedRepoError, fetch_commit, git
+from isolation.workspace import AgentWorkspace, ArmWorkspace
+from judge.queue import JudgeQueue
+from judge.verdict import Evaluation
+from runner.events import EventLog
+
+MAX_REQUEST_BYTES = 64 * 1024
+MAX_TEXT_CHARS = 16_000
+MAX_MESSAGE_CHARS = 2_000
+# Requests handled per agent per poll: one agent flooding its outbox cannot starve the others.
+MAX_PER_POLL = 32
+KINDS = ("note", "result", "review", "dead_end", "relay")
+REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class Refused(Exception):
+    """A request the gateway will not carry out; the message is the reason the agent reads."""
+
+
+def board_line(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``messages`` row as the board shows it."""
+    refs = row["refs"]
+    return {
+        "id": row["id"],
+        "at": row["at"],
+        "author": row["author"],
+        "role": row["role"],
+        "kind": row["kind"],
+        "text": row["text"],
+        "refs": json.loads(refs) if isinstance(refs, str) else refs,
+    }
+
+
+def verdict_line(submission: int | None, e: Evaluation | dict[str, Any]) -> dict[str, Any]:
+    """The agent-safe part of an evaluation (an ``Evaluation`` or an ``evaluations`` row):
+    no stage timings, flags or queue details."""
+    if isinstance(e, Evaluation):
+        commit, verdict, reason, detail, metrics = (
+            e.commit,
+            str(e.verdict),
+            e.reason,
+            e.detail,
+            e.metrics,
+        )
+    else:
+        commit, verdict, reason, detail = e["commit_sha"], e["verdict"], e["reason"], e["detail"]
+        metrics = json.loads(e["metrics"])
+    return {
+        "submission": submission,
+        "commit": commit,
+        "verdict": verdict,
+        "reason": reason,
+        "detail": detail,
+        "metrics": metrics,
+    }
+
+
+def _dumps(row: dict[str, Any]) -> str:
+    return json.dumps(row, sort_keys=True, ensure_ascii=False)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Readers (agents, through a read-only mount of the folder) see the old file or the new
+    one, never half of it. World-readable whatever the umask."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        os.fchmod(fd, 0o644)
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _append(path: Path, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("".join(_dumps(r) + "\n" for r in rows))
+
+
+def mirror_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Make a JSON-lines file hold exactly ``rows``: append what is missing when the file is a
+    clean prefix of them, else rewrite it atomically (a torn last line, a foreign line)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        text = "\0"
+    *complete, partial = text.split("\n")
+    have: list[Any] = []
+    clean = partial == ""
+    for line in complete:
+        try:
+            have.append(json.loads(line))
+        except ValueError:
+            clean = False
+            break
+    if clean and have == rows[: len(have)]:
+        _append(path, rows[len(have) :])
+    else:
+        _write_atomic(path, "".join(_dumps(r) + "\n" for r in rows))
+
+
+def _read_request(path: str) -> dict[str, Any] | None:
+    """Parse one request file without following links or blocking; None if it vanished.
+
+    Raises:
+        Refused: a link, not a regular file, too large, not UTF-8 JSON, not an object.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refused("the request is a symbolic link: write a regular file") from None
+        raise Refused("the request could not be opened") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Refused("the request is not a regular file")
+        if info.st_size > MAX_REQUEST_BYTES:
+            raise Refused(f"the request is larger than {MAX_REQUEST_BYTES} bytes")
+        data = b""
+        while len(data) <= MAX_REQUEST_BYTES:
+            chunk = os.read(fd, MAX_REQUEST_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > MAX_REQUEST_BYTES:
+        raise Refused(f"the request is larger than {MAX_REQUEST_BYTES} bytes")
+    try:
+        body = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise Refused("the request is not valid JSON (UTF-8)") from None
+    if not isinstance(body, dict):
+        raise Refused("the request must be a JSON object")
+    return body
+
+
+class Gateway:
+    """Carries out agents' requests and delivers verdicts, for every arm of a run.
+
+    Constructing one resumes: board and verdict files are re-derived from the event log, and
+    submissions recorded but not yet queued with the judge are queued (or matched with the
+    job a crashed gateway had already queued).
+
+    Args:
+        events: the run's event log.
+        queue: the judge's queue.
+        arms: the run's arms (from ``prepare_arm`` or ``load_arm``).
+        max_submissions_per_agent: refuse submissions beyond this many per agent (None: no cap).
+        fetch_timeout: seconds allowed to copy one commit from an agent's clone.
+    """
+
+    def __init__(
+        self,
+        events: EventLog,
+        queue: JudgeQueue,
+        arms: list[ArmWorkspace],
+        *,
+        max_submissions_per_agent: int | None = None,
+        fetch_timeout: float = 120.0,
+    ) -> None:
+        self.events = events
+        self.queue = queue
+        self.arms = {arm.name: arm for arm in arms}
+        if len(self.arms) != len(arms):
+            raise ValueError("two arms with the same name")
+        self.max_submissions_per_agent = max_submissions_per_agent
+        self.fetch_timeout = fetch_timeout
+        self._board_last: dict[str, int] = {}
+        # Outbox entries that cannot be deleted (folders): answered once, then skipped.
+        self._stuck: set[str] = set()
+        self._resume()
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def poll(self) -> int:
+        """Handle waiting requests and deliver finished verdicts; returns how many of both."""
+        done = 0
+        for arm in self.arms.values():
+            for agent in arm.agents.values():
+                done += self._drain(arm, agent)
+        return done + self.deliver()
+
+    def deliver(self) -> int:
+        """Store every finished evaluation of this run's submissions and append it to its
+        agent's ``verdicts.jsonl``; returns how many were delivered."""
+        delivered = 0
+        for row in self.events.pending_jobs():
+            arm = self.arms.get(row["arm"])
+            agent = arm.agents.get(row["agent"]) if arm else None
+            if agent is None:
+                continue  # another gateway's arm
+            evaluation = self.queue.result(row["job_id"])
+            if evaluation is None:
+                continue
+            if self.events.add_evaluation(row["id"], evaluation):
+                _append(agent.verdicts_file, [verdict_line(row["id"], evaluation)])
+                delivered += 1
+        return delivered
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _drain(self, arm: ArmWorkspace, agent: AgentWorkspace) -> int:
+        try:
+            names = sorted(
+                name
+                for name in os.listdir(agent.outbox)
+                if name.endswith(".json") and str(agent.outbox / name) not in self._stuck
+            )
+        except FileNotFoundError:
+            return 0
+        for name in names[:MAX_PER_POLL]:
+            self._handle(arm, agent, name)
+        return min(len(names), MAX_PER_POLL)
+
+    def _handle(self, arm: ArmWorkspace, agent: AgentWorkspace, name: str) -> None:
+        path = agent.outbox / name
+        request_id = name[: -len(".json")]
+        answerable = bool(REQUEST_ID_RE.match(request_id))
+        try:
+            body = _read_request(str(path))
+            if body is None:
+                return
+            if not answerable:
+                raise Refused("bad request id: letters, digits, '.', '_', '-' (at most 128)")
+            if body.get("id") != request_id:
+                raise Refused("the request's id must equal its file name (<id>.json)")
+            op = body.get("op")
+            if op == "submit":
+                reply = self._submit(arm, agent, request_id, body)
+            elif op == "post":
+                reply = self._post(arm, agent, request_id, body)
+            else:
+                raise Refused(f"unknown op {op!r}: use submit or post")
+        except Refused as exc:
+            reply = {"ok": False, "error": str(exc)}
+            self.events.lifecycle(
+                arm.name, agent.name, "request_refused", request=request_id[:128], error=str(exc)
+            )
+        if answerable:
+            _write_atomic(agent.replies / f"{request_id}.json", json.dumps(reply) + "\n")
+        self._remove(path)
+
+    def _remove(self, path: Path) -> None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self._stuck.add(str(path))
+
+    def _submit(
+        self, arm: ArmWorkspace, agent: AgentWorkspace, request_id: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        if not agent.can_submit:
+            raise Refused(f"a {agent.role} does not submit (only workers do)")
+        commit = body.get("commit")
+        if not isinstance(commit, str) or not SHA_RE.match(commit):
+            raise Refused("commit must be a full 40-hex sha (the submit tool resolves it)")
+        message = body.get("message", "")
+        if not isinstance(message, str) or len(message) > MAX_MESSAGE_CHARS:
+            raise Refused(f"message must be text of at most {MAX_MESSAGE_CHARS} characters")
+        key = f"{arm.name}/{agent.name}/{request_id}"  # ids are unique per agent only
+        seen = self.events.table("submissions", "WHERE request_id = ?", (key,))
+        if seen and seen[0]["commit_sha"] != commit:
+            raise Refused(f"request id {request_id} was already used for another commit")
+        if not seen:
+            if self.max_submissions_per_agent is not None:
+                made = self.events.table(
+                    "submissions", "WHERE arm = ? AND agent = ?", (arm.name, agent.name)
+                )
+                if len(made) >= self.max_submissions_per_agent:
+                    raise Refused(
+                        f"submission cap reached ({self.max_submissions_per_agent} per agent)"
+                    )
+            try:
+                # Into a staging ref first: a commit that cannot be copied never becomes a
+                # submission, and one that was copied is never collected as garbage.
+                fetch_commit(
+                    agent.repo,
+                    commit,
+                    arm.submissions,
+                    f"refs/incoming/{agent.name}",
+                    timeout=self.fetch_timeout,
+                )
+            except UntrustedRepoError as exc:
+                raise Refused(f"{exc} (/work/repo)") from None
+        submission, job = self.events.add_submission(arm.name, agent.name, key, commit, message)
+        self._publish(arm, agent.name, submission, commit)
+        if job is None:
+            self._enqueue(arm, agent.name, submission, commit)
+        return {"ok": True, "submission": submission, "commit": commit}
+
+    def _publish(self, arm: ArmWorkspace, agent: str, submission: int, commit: str) -> None:
+        """``refs/submissions/<agent>/<n>``, which other agents fetch for relays."""
+        git("update-ref", f"refs/submissions/{agent}/{submission}", commit, cwd=arm.submissions)
+        git("update-ref", "-d", f"refs/incoming/{agent}", cwd=arm.submissions)
+
+    def _enqueue(self, arm: ArmWorkspace, agent: str, submission: int, commit: str) -> int:
+        job = self.queue.enqueue(
+            arm=arm.name,
+            agent=agent,
+            repo=str(arm.submissions),
+            commit=commit,
+            label=f"{agent}#{submission}",
+        )
+        self.events.set_job(submission, job)
+        return job
+
+    def _post(
+        self, arm: ArmWorkspace, agent: AgentWorkspace, request_id: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        text = body.get("text")
+        if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT_CHARS:
+            raise Refused(f"text must be non-empty text of at most {MAX_TEXT_CHARS} characters")
+        kind = body.get("kind", "note")
+        if kind not in KINDS:
+            raise Refused(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+        refs = body.get("refs", {})
+        if not isinstance(refs, dict):
+            raise Refused("refs must be a JSON object")
+        # The author is the owner of the outbox; any author/role field in the body is ignored.
+        message, created = self.events.add_message(
+            arm.name,
+            agent.name,
+            agent.role,
+            kind,
+            text,
+            refs,
+            request_id=f"{arm.name}/{agent.name}/{request_id}",
+        )
+        if created:
+            self._sync_board(arm)
+        return {"ok": True, "message": message}
+
+    def _sync_board(self, arm: ArmWorkspace) -> None:
+        rows = self.events.messages(arm.name, since=self._board_last.get(arm.name, 0))
+        if rows:
+            _append(arm.board_file, [board_line(r) for r in rows])
+            self._board_last[arm.name] = rows[-1]["id"]
+
+    # -- resume --------------------------------------------------------------------------
+
+    def _resume(self) -> None:
+        for arm in self.arms.values():
+            lines = [board_line(r) for r in self.events.messages(arm.name)]
+            mirror_jsonl(arm.board_file, lines)
+            self._board_last[arm.name] = lines[-1]["id"] if lines else 0
+            for agent in arm.agents.values():
+                rows = self.events.table(
+                    "evaluations", "WHERE arm = ? AND agent = ?", (arm.name, agent.name)
+                )
+                mirror_jsonl(
+                    agent.verdicts_file, [verdict_line(r["submission_id"], r) for r in rows]
+                )
+        unqueued = [s for s in self.events.unqueued_submissions() if s["arm"] in self.arms]
+        if not unqueued:
+            return
+        orphans = self._orphan_jobs()
+        for sub in unqueued:
+            arm = self.arms[sub["arm"]]
+            self._publish(arm, sub["agent"], sub["id"], sub["commit_sha"])
+            # A gateway killed between enqueue and set_job left a job no submission names.
+            # It is matched by arm, agent and commit, enqueued after the submission was made;
+            # even a wrong match would be a job scoring the very same commit.
+            key = (sub["arm"], sub["agent"], sub["commit_sha"])
+            pick = next((p for p in orphans.get(key, []) if p[1] >= sub["at"] - 1.0), None)
+            if pick is not None:
+                orphans[key].remove(pick)
+                self.events.set_job(sub["id"], pick[0])
+            else:
+                self._enqueue(arm, sub["agent"], sub["id"], sub["commit_sha"])
+
+    def _orphan_jobs(self) -> dict[tuple[str, str, str], list[tuple[int, float]]]:
+        taken = {s["job_id"] for s in self.events.table("submissions") if s["job_id"]}
+        found: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
+        for at, job_id, kind, data in self.queue.events():
+            if kind != "enqueued" or job_id is None or job_id in taken:
+                continue
+            if data.get("arm") not in self.arms:
+                continue
+            key = (data["arm"], data.get("agent", ""), data.get("commit", ""))
+            found.setdefault(key, []).append((job_id, at))
+        return found

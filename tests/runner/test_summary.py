@@ -1,0 +1,68 @@
+"""The run summary from a real event log and a real submission repository."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import time
+
+from judge.verdict import Evaluation, Verdict
+from runner.events import EventLog
+from runner.summary import relay_edges, summarize, write_summary
+
+
+def _git(cwd, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def _commit(repo, name: str, text: str) -> str:
+    (repo / name).write_text(text)
+    _git(repo, "add", name)
+    _git(repo, "commit", "-qm", name)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def test_summary_counts_verdicts_relays_and_judge_time(tmp_path):
+    run = tmp_path / "run"
+    repo = run / "arms" / "swarm" / "submissions.git"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "master")
+    _git(repo, "config", "user.email", "t@t")
+    _git(repo, "config", "user.name", "t")
+    base = _commit(repo, "a", "1")
+    w1_pass = _commit(repo, "b", "2")  # w1's PASS
+    w2_pass = _commit(repo, "c", "3")  # w2 built on w1's PASS: a relay
+    _git(repo, "checkout", "-q", base)
+    w3_wrong = _commit(repo, "d", "4")
+    events = EventLog(run / "events.sqlite")
+    start = time.time() - 100
+    events.set_meta(arms=["swarm"], seats={"swarm": [["w1", "worker", "x"], ["w2", "worker", "y"],
+                    ["w3", "worker", "z"]]}, started_at=start, ended_at=start + 100,
+                    agent_kind="scripted", scripted=True)  # fmt: skip
+    rows = [("w1", w1_pass, Verdict.PASS, 2.0, 10), ("w2", w2_pass, Verdict.PASS, 3.0, 40),
+            ("w3", w3_wrong, Verdict.WRONG, None, 60)]  # fmt: skip
+    for job, (agent, sha, verdict, x, at) in enumerate(rows, start=1):
+        sid, _ = events.add_submission("swarm", agent, f"r{job}", sha)
+        events.set_job(sid, job)
+        metrics = {"tok_s": 100.0 * x, "x_baseline": x} if x else {}
+        events.add_evaluation(sid, Evaluation(
+            job_id=job, arm="swarm", agent=agent, commit=sha, verdict=verdict, metrics=metrics,
+            enqueued_at=start + at - 15, started_at=start + at - 10, finished_at=start + at,
+        ))  # fmt: skip
+    sid, _ = events.add_submission("swarm", "w1", "r-late", w1_pass)  # never evaluated
+    [row] = summarize(events, run)
+    assert (row.evaluations, row.pass_, row.wrong, row.not_evaluated) == (3, 2, 1, 1)
+    assert row.best_tok_s == 300.0 and row.x_baseline == 3.0 and row.time_to_best_s == 40.0
+    assert row.relays == 1 and row.agents == 3
+    assert row.judge_busy_pct == 30.0 and row.mean_queue_wait_s == 5.0
+    assert "scripted" in row.agent_kind
+    path = write_summary([row], run / "summary.csv")
+    [record] = list(csv.DictReader(path.open()))
+    for column in ("arm", "agents", "evaluations", "pass", "wrong", "reject", "error", "best_tok_s",
+                   "x_baseline", "time_to_best_s", "relays", "judge_busy_pct",
+                   "mean_queue_wait_s"):  # fmt: skip
+        assert column in record
+    assert record["pass"] == "2" and record["relays"] == "1"
+    assert len(relay_edges(repo, [])) == 0
