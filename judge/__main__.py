@@ -26,10 +26,11 @@ def _progress(line: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from isolation import DockerUnavailable
+    from isolation import DockerUnavailable, docker_client
     from judge.preflight import format_table, run_preflight
     from judge.private import setup
     from judge.queue import JudgeQueue
+    from judge.sandbox import InfrastructureFault
     from judge.service import describe, run_until_done, serve_forever
 
     if not argv or argv[0] not in COMMANDS:
@@ -43,6 +44,7 @@ def main(argv: list[str]) -> int:
             cfg = compose_judge_config(overrides)
         if command == "evaluate":
             candidate = resolve_candidate(cfg.candidate or "", cfg.repo)
+        docker_client().close()  # the judge scores only in containers: say so before anything
         home = setup(cfg, progress=_progress)
         if command == "setup":
             print(home.root)
@@ -77,6 +79,9 @@ def main(argv: list[str]) -> int:
     except (BadInput, DockerUnavailable, FileNotFoundError, ValueError) as exc:
         print(f"judge: {exc}", file=sys.stderr)
         return 2
+    except InfrastructureFault as exc:
+        print(f"judge: infrastructure fault: {exc}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

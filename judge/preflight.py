@@ -169,6 +169,8 @@ def judge_code_hash() -> str:
 
 def preflight_fingerprint(cfg: DictConfig) -> str:
     settings = OmegaConf.to_container(cfg.judge, resolve=True)
+    # Where the private folder lives changes no verdict.
+    settings.pop("private_dir", None)  # type: ignore[union-attr]
     blob = json.dumps(
         {"judge": judge_code_hash(), "task": task_fingerprint(cfg), "settings": settings},
         sort_keys=True,

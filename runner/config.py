@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from judge.config import JudgeConfig
 from judge.config import register_configs as register_judge_configs
@@ -84,8 +85,15 @@ class RunnerConfig:
     progress_every_s: float = 10.0
 
 
+def _arm_names(arms: object) -> str:
+    return "_".join(arms) if arms else "none"  # type: ignore[arg-type]
+
+
 def register_configs() -> None:
+    """Schemas into Hydra's ConfigStore, and the ``arm_names`` resolver (idempotent)."""
     register_judge_configs()
+    if not OmegaConf.has_resolver("arm_names"):
+        OmegaConf.register_new_resolver("arm_names", _arm_names)
     cs = ConfigStore.instance()
     cs.store(name="runner_schema", node=RunnerConfig)
     cs.store(group="schema", name="arm", node=ArmConfig)

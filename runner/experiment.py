@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from isolation import DockerUnavailable
+from isolation import DockerUnavailable, docker_client
 from isolation.backends import AgentSpec, get_backend
 from isolation.gitutil import template_repo
 from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm
@@ -210,6 +210,14 @@ class Run:
 
     def judge_up(self) -> JudgeHome:
         cfg = self.cfg
+        try:
+            docker_client().close()
+        except DockerUnavailable as exc:
+            raise RunRefused(
+                f"{exc} The judge always scores in containers, so it needs the engine whatever"
+                " the isolation; isolation=local only takes the agents out of containers"
+                " (development only)."
+            ) from None
         judge_cfg = judge_app_config(cfg)
         home = setup(judge_cfg, progress=say)
         if cfg.judge.preflight == "required":

@@ -64,7 +64,7 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
     duration = max(ended - started, 1e-9)
     kind = meta.get("agent_kind", "unknown")
     if meta.get("scripted"):
-        kind = f"{kind} (scripted, no model)"
+        kind = "scripted (no model)" if kind == "scripted" else f"{kind} (scripted, no model)"
     evaluations = events.table("evaluations")
     submissions = events.table("submissions")
     lifecycle = events.table("lifecycle")

@@ -49,3 +49,9 @@ def docker_client():
 @pytest.fixture(scope="session")
 def base_image(docker_client) -> str:
     return ensure_base_image(docker_client)
+
+
+@pytest.fixture(scope="session")
+def judge_private_dir(tmp_path_factory):
+    """One judge private folder for the whole session: setup and preflight happen once."""
+    return tmp_path_factory.mktemp("judge-private")

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -35,13 +34,8 @@ def _judge(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="session")
-def private_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("judge-private")
-
-
-@pytest.fixture(scope="session")
-def overrides(private_dir, base_image) -> list[str]:
-    return ["task=decode_cpu", f"judge.private_dir={private_dir}"]
+def overrides(judge_private_dir, base_image) -> list[str]:
+    return ["task=decode_cpu", f"judge.private_dir={judge_private_dir}"]
 
 
 @pytest.fixture(scope="session")

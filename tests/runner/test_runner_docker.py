@@ -1,0 +1,139 @@
+"""`python -m runner` end to end on the real Docker engine, with simple shell agents (the
+scripted agents have their own end-to-end test): a run to its deadline, Ctrl-C/SIGTERM,
+SIGKILL then resume, agents that exit early, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runner.events import EventLog
+from tasks.schema import PROJECT_ROOT
+
+pytestmark = pytest.mark.docker
+
+SUBMIT_ONCE = '"cd /work/repo && submit -m first --wait; board post done; sleep 1000"'
+
+
+def _runner(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", *args], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs,
+    )  # fmt: skip
+
+
+def _base(
+    private_dir: Path, run_dir: Path, minutes: float, command: str = SUBMIT_ONCE
+) -> list[str]:
+    return [
+        f"judge.private_dir={private_dir}", f"hydra.run.dir={run_dir}", f"budget.minutes={minutes}",
+        "budget.drain_minutes=1", "progress_every_s=5", f"agent.command=[sh,-c,{command}]",
+    ]  # fmt: skip
+
+
+def _containers(run_dir: Path) -> list[str]:
+    return subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "label=org.swarmlab.run"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_a_run_to_its_deadline_writes_its_summary(judge_private_dir, base_image, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _runner("arm=solo", "judge.preflight=skip", *_base(judge_private_dir, run_dir, 0.5))
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert "solo" in out and f"results: {run_dir}" in out
+    assert "left]" in err  # progress lines while it ran
+    events = EventLog(run_dir / "events.sqlite")
+    [evaluation] = events.table("evaluations")
+    assert evaluation["verdict"] == "PASS" and evaluation["agent"] == "w1"
+    [message] = events.messages("solo")
+    assert message["author"] == "w1" and message["text"] == "done"
+    summary = (run_dir / "summary.csv").read_text().splitlines()
+    assert summary[0].startswith("arm,") and summary[1].startswith("solo,")
+    assert events.meta()["status"] == "finished"
+    assert _containers(run_dir) == []
+
+
+def test_sigterm_stops_agents_and_keeps_partial_results(judge_private_dir, base_image, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _runner("arm=solo", "judge.preflight=skip", *_base(judge_private_dir, run_dir, 10))
+    db = run_dir / "events.sqlite"
+    _wait_for(lambda: db.exists() and EventLog(db).table("submissions"), 120, "a submission")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    events = EventLog(db)
+    assert events.meta()["status"] == "interrupted"
+    assert [r["event"] for r in events.table("lifecycle")] == ["started", "stopped"]
+    assert (run_dir / "summary.csv").exists()
+    assert _containers(run_dir) == []
+
+
+def test_sigkill_then_resume_loses_no_submission(judge_private_dir, base_image, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _runner("arm=solo", "judge.preflight=skip", *_base(judge_private_dir, run_dir, 1.5))
+    db = run_dir / "events.sqlite"
+    _wait_for(lambda: db.exists() and EventLog(db).table("submissions"), 120, "a submission")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    events = EventLog(db)
+    assert events.meta()["status"] == "running"
+    resumed = _runner(f"resume={run_dir}")
+    _, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    evaluations = events.table("evaluations")
+    submissions = events.table("submissions")
+    assert {e["job_id"] for e in evaluations} == {s["job_id"] for s in submissions}
+    assert len({s["commit_sha"] for s in submissions}) == 1
+    kinds = [r["event"] for r in events.table("lifecycle")]
+    assert kinds[:2] == ["started", "resumed"] and "restarted" in kinds
+    assert events.meta()["status"] == "finished"
+    assert _containers(run_dir) == []
+
+
+def test_an_agent_that_exits_early_is_restarted_and_recorded(
+    judge_private_dir, base_image, tmp_path
+):
+    run_dir = tmp_path / "run"
+    args = _base(judge_private_dir, run_dir, 0.3, command='"echo giving up; exit 3"')
+    proc = _runner("arm=solo", "judge.preflight=skip", *args)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    rows = EventLog(run_dir / "events.sqlite").table("lifecycle")
+    exits = [r for r in rows if r["event"] == "exited"]
+    restarts = [r for r in rows if r["event"] == "restarted"]
+    assert len(exits) >= 2 and len(restarts) == len(exits)
+    assert json.loads(exits[0]["detail"])["code"] == 3
+    assert "giving up" in json.loads(exits[0]["detail"])["log_tail"]
+
+
+def test_unknown_arm_lists_the_valid_ones(tmp_path):
+    proc = _runner("arm=nope", f"hydra.run.dir={tmp_path / 'run'}")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "Could not find 'arm/nope'" in err and "swarm" in err and "solo" in err
+
+
+def test_no_docker_engine_names_the_fix(judge_private_dir, tmp_path):
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    proc = _runner("arm=solo", *_base(judge_private_dir, tmp_path / "run", 1), env=env)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    assert "docker-engine.sh" in err and "isolation=local" in err
+    assert len(err.strip().splitlines()) == 1, err
