@@ -51,6 +51,8 @@ class JudgeConfig:
     # null: drawn from the OS at judge setup and kept in the private folder.
     hidden_seed: int | None = None
     preflight: str = "required"
+    # Preflight runs before any agent: it may use this many CPUs at once, one evaluation each.
+    preflight_parallel: int = 2
     prefill_cap_factor: float = 1.5
     prefill_cap_slack_ms: float = 25.0
     # A first divergence where the reference's top-2 margin is below this is tagged near_tie.
@@ -59,7 +61,7 @@ class JudgeConfig:
     near_tie_policy: str = "wrong"
     # A request may take this many times the baseline's time for the same request, plus the floor.
     timeout_factor: float = 6.0
-    timeout_floor_s: float = 10.0
+    timeout_floor_s: float = 5.0
     load_timeout_s: float = 60.0
     build_timeout_s: float = 120.0
     # A timing-based failure is measured again (on fresh hidden sets) before it is charged.

@@ -201,7 +201,9 @@ def run_preflight(
         )
         for m in mutants
     }
-    results = run_until_done(cfg, home, list(jobs.values()), progress=progress)
+    results = run_until_done(
+        cfg, home, list(jobs.values()), progress=progress, parallel=cfg.judge.preflight_parallel
+    )
     rows = [
         PreflightRow(
             m.name, expectation(m), describe(e), e.stages.get("total", 0.0), status(m, e), e.detail
@@ -247,10 +249,7 @@ def passed_preflight(cfg: DictConfig, home: JudgeHome) -> bool:
 
 def format_table(rows: list[PreflightRow]) -> str:
     headers = ("mutant", "expected", "got", "seconds", "")
-    body = [
-        (r.mutant, r.expected, r.got, f"{r.seconds:.1f}", "ok" if r.ok else "MISMATCH")
-        for r in rows
-    ]
+    body = [(r.mutant, r.expected, r.got, f"{r.seconds:.1f}", r.status) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *body, strict=True)]
     lines = [
         "  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()

@@ -24,6 +24,7 @@ from isolation import docker_client, host_python_mounts
 from judge.config import SandboxConfig
 
 SANDBOX_LABEL = "org.swarmlab.judge.sandbox"
+DEVICE_LABEL = "org.swarmlab.judge.device"
 _STDERR_KEEP = 64 * 1024
 
 
@@ -286,7 +287,7 @@ class Sandbox:
                 volumes=volumes,
                 working_dir=workdir,
                 environment=env,
-                labels={SANDBOX_LABEL: self.owner},
+                labels={SANDBOX_LABEL: self.owner, DEVICE_LABEL: self.device},
                 device_requests=device_requests or None,
             )
         except docker.errors.ImageNotFound as exc:
@@ -310,10 +311,12 @@ class Sandbox:
         self.containers.clear()
 
 
-def remove_stale_sandboxes(owner: str) -> int:
-    """Remove containers a dead worker of this judge left behind; returns how many."""
+def remove_stale_sandboxes(owner: str, device: str) -> int:
+    """Remove the containers a dead worker of this judge left on ``device``; returns how many.
+    (Workers on other devices of the same judge keep theirs.)"""
     client = docker_client()
-    stale = client.containers.list(all=True, filters={"label": f"{SANDBOX_LABEL}={owner}"})
+    filters = {"label": [f"{SANDBOX_LABEL}={owner}", f"{DEVICE_LABEL}={device}"]}
+    stale = client.containers.list(all=True, filters=filters)
     for box in stale:
         box.remove(force=True)
     return len(stale)

@@ -8,12 +8,14 @@ session and process group, so restarting the runner or an agent never takes the 
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +26,7 @@ from omegaconf import DictConfig
 from judge.evaluation import Evaluator
 from judge.private import JudgeHome
 from judge.queue import JudgeQueue
-from judge.sandbox import remove_stale_sandboxes
+from judge.sandbox import judge_cpuset, remove_stale_sandboxes
 from judge.verdict import Evaluation, Verdict
 from tasks.schema import PROJECT_ROOT
 
@@ -84,7 +86,7 @@ def work(
     finished = 0
     with DeviceLock(home, device):
         recovered = queue.recover(device)
-        removed = remove_stale_sandboxes(home.owner)
+        removed = remove_stale_sandboxes(home.owner, device)
         if progress and (recovered or removed):
             progress(
                 f"judge: re-queued {len(recovered)} interrupted evaluation(s),"
@@ -118,23 +120,60 @@ def work(
     return finished
 
 
+def extra_devices(cfg: DictConfig, count: int) -> list[DictConfig]:
+    """Configs for up to ``count - 1`` more CPU devices beside the judge's own: each takes one
+    other CPU (never shared), for work done before any agent runs (preflight). None on a GPU
+    judge or a one-CPU machine."""
+    if count <= 1 or cfg.judge.device != "cpu":
+        return []
+    own = {int(c) for c in judge_cpuset(cfg.judge.sandbox.cpuset).split(",") if c.isdigit()}
+    others = sorted(set(os.sched_getaffinity(0)) - own, reverse=True)[: count - 1]
+    extra = []
+    for cpu in others:
+        device_cfg = copy.deepcopy(cfg)
+        device_cfg.judge.device = f"cpu-{cpu}"
+        device_cfg.judge.sandbox.cpuset = str(cpu)
+        extra.append(device_cfg)
+    return extra
+
+
 def run_until_done(
-    cfg: DictConfig, home: JudgeHome, job_ids: list[int], progress: Progress | None = None
+    cfg: DictConfig,
+    home: JudgeHome,
+    job_ids: list[int],
+    progress: Progress | None = None,
+    parallel: int = 1,
 ) -> list[Evaluation]:
-    """Evaluate in this process if no worker owns the device; otherwise wait for the worker."""
+    """Evaluate in this process if no worker owns the device; otherwise wait for the worker.
+
+    With ``parallel`` > 1 (before agents start: preflight), workers on that many CPUs evaluate
+    at once, one evaluation per CPU; every comparison stays inside one evaluation, on one CPU.
+    """
     queue = queue_for(cfg, home)
     pending = set(job_ids)
+    lock = threading.Lock()
 
     def done() -> bool:
-        finished = {j for j in pending if queue.state(j) in ("done", "cancelled")}
-        pending.difference_update(finished)
-        return not pending
+        with lock:
+            finished = {j for j in pending if queue.state(j) in ("done", "cancelled")}
+            pending.difference_update(finished)
+            return not pending
 
-    while not done():
-        try:
-            work(cfg, home, stop=done, idle_exit=True, progress=progress)
-        except DeviceBusy:
-            time.sleep(0.5)
+    def drain(device_cfg: DictConfig) -> None:
+        while not done():
+            try:
+                work(device_cfg, home, stop=done, idle_exit=True, progress=progress)
+            except DeviceBusy:
+                time.sleep(0.5)
+
+    helpers = [
+        threading.Thread(target=drain, args=(c,), daemon=True) for c in extra_devices(cfg, parallel)
+    ]
+    for helper in helpers:
+        helper.start()
+    drain(cfg)
+    for helper in helpers:
+        helper.join()
     return [queue.result(j) for j in job_ids]  # type: ignore[misc]
 
 
