@@ -34,8 +34,11 @@ engine:
 image: $(STAMP) engine
 	@$(PY) -m isolation.images
 
+# The demo: swarm (4 scripted workers + a critic) vs solo (1 scripted worker) on decode_cpu,
+# one shared judge; the judge's preflight first (cached once it passed), then DEMO_MINUTES of work.
+DEMO_MINUTES ?= 3
 demo: setup
-	$(PY) -m judge preflight task=decode_cpu
+	$(PY) -m runner experiment=swarm_vs_solo budget.minutes=$(DEMO_MINUTES) budget.drain_minutes=1
 
 test: setup
 	$(PY) -m pytest
