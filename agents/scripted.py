@@ -8,27 +8,34 @@ Standard library and ``git`` only: it runs inside the agent's container, with th
 ``PATH`` and the task's move library (``tasks/<task>/moves/``: ``moves.json`` and the patches)
 mounted read-only at ``--moves``.
 
-A **worker** loops until the deadline. It reads the board; when another agent posted a PASS
-better than its own base and that commit holds a move its next moves require (or a seeded draw
-says so), it fetches that commit from ``/work/submissions.git``, resets onto it and posts a
+A **worker** loops until the deadline, on a branch ``scripted`` of its clone. It reads the
+board; when another agent posted a PASS better than its own base and that commit holds a move
+its next moves require (or a seeded draw says so), it fetches that commit from
+``/work/submissions.git`` (``refs/submissions/<author>/<n>``), resets onto it and posts a
 ``relay``. It then picks the next untried move of its direction (once those run out, of any
-direction, as an integrator would) whose requirements its base holds, applies the patch with
-``git apply --3way``, commits, ``submit --wait``\\ s and posts the ``result``. A conflict or an
-unmet requirement is a ``dead_end`` pinned to the base commit and the move, and so is a PASS no
-faster than its base. The best PASS becomes the base. Out of moves, it sweeps the library's
-parameters on its best engine, retries moves that failed on an older base, re-measures its base
-once, then watches the board for something to build on; only when nothing at all is left does
-it exit 0 (the supervisor restarts it with ``SWARMLAB_KEEP_GOING=1``; it then continues from its
-notes and the board). Reaching the target is not a reason to stop. Choices are deterministic
-given ``--seed``, the agent's name and what it reads (``random.Random(f"{seed}:{agent}")``,
-its state saved in its notes).
+direction, as an integrator would; first steps first) whose requirements its base holds,
+applies the patch with ``git apply --3way``, commits (a ``Move:`` trailer names the move),
+runs ``submit --wait`` and posts the ``result``. A conflict or an unmet requirement is a
+``dead_end`` pinned to the base commit and the move, and so is a PASS no faster than its base.
+The best PASS becomes the base. A critic's ``review`` that finds a bug in a commit makes it drop
+any base built on that commit (or holding the move the critic blames) and never relay onto one.
+Out of moves, it sweeps the library's parameters on its best engine, retries moves that did not
+apply on an older base, re-measures its base once, then watches the board for something to
+build on; only when nothing at all is left does it exit 0 (the supervisor restarts it with
+``SWARMLAB_KEEP_GOING=1``; it then continues from its notes and the board, never starting
+over). Reaching the target is not a reason to stop. Choices are deterministic given ``--seed``,
+the agent's name and what it reads (``random.Random(f"{seed}:{agent}")``, whose state is saved
+in its notes).
 
-A **critic** never submits. For each new PASS a worker posts, it fetches the commit, runs the
-task's local check (``python -I -B harness/check.py``) from a scratch copy under ``/tmp`` with a
-bounded timeout, probes a decode longer than the judge's (past the KV cache's first size),
-compares it with ``master``'s output, inspects the diff for rule-sensitive patterns (state kept
-across ``reset()``, caches keyed on prompts, module-level state, threads, processes, network,
-files written, frozen-zone edits, top-level modules), and posts a ``review``.
+A **critic** never submits. For each new PASS a worker posts (the fastest first: it is the one
+others will build on), it fetches the commit, runs the task's local check (``python -I -B
+harness/check.py``) from a scratch copy under ``/tmp`` with a bounded timeout, probes a decode
+longer than any the judge runs (past the KV cache's first size) and compares it with
+``master``'s output, inspects the diff for rule-sensitive patterns (state kept across
+``reset()``, caches keyed on prompts, module-level state, threads, processes, network, files
+written, the clock, frozen-zone edits, top-level modules), and posts a ``review``: ``ok``,
+``concern`` or ``bug``; for a bug whose base passes the probe, it names the move to blame. A
+commit with the same tree as one already reviewed gets the same finding.
 
 Everything it does is printed on stdout (the supervisor keeps it) and written to its notes
 (``NOTES.md`` for people, ``scripted-state.json`` to resume). Its first board message says it
@@ -256,7 +263,7 @@ class Git:
 
     def commit_all(self, message: str) -> str:
         self("add", "-A")
-        self("commit", "-q", "--no-verify", "-m", message)
+        self("commit", "-q", "--no-verify", "--allow-empty", "-m", message)
         return self.head()
 
 
@@ -370,6 +377,8 @@ class State:
     reviewed: list[str] = field(default_factory=list)
     probes: dict[str, str] = field(default_factory=dict)  # critic: commit -> probe outcome
     pending_reviews: list[dict[str, Any]] = field(default_factory=list)
+    trees: dict[str, dict[str, Any]] = field(default_factory=dict)  # critic: tree -> review
+    unmet_posted: list[str] = field(default_factory=list)  # "moves|missing" already posted
     idle_since: float | None = None
     actions: int = 0
     starts: int = 0
@@ -406,6 +415,16 @@ class Notes:
         with open(self.folder / NOTES_FILE, "a", encoding="utf-8") as handle:
             handle.write(f"- {time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
         say(line)
+
+
+def conflicted_files(lines: list[str]) -> set[str]:
+    """Files a failed ``git apply --3way`` names: ``U path`` or ``patch failed: path:line``."""
+    found = set()
+    for line in lines:
+        match = re.match(r"^U (.+)$", line) or re.search(r"patch failed: ([^:]+):", line)
+        if match:
+            found.add(match.group(1).strip())
+    return found
 
 
 def short(commit: str | None) -> str:
@@ -514,6 +533,8 @@ class Worker(Agent):
         if self.state.base is None:
             self.state.base = self.state.master
         self.announce()
+        # Work on a branch of our own: master stays the starting commit, for anyone looking.
+        self.git("checkout", "-q", "-B", "scripted", self.state.base)
         self.git.reset(self.state.base)
         self.settle_pending()
         self.save()
@@ -582,6 +603,7 @@ class Worker(Agent):
                 self.state.base, self.state.base_x = best.commit, best.x
                 self.state.base_from = best.author
             self.git.reset(self.state.base or "master")
+            self.state.considered = []  # other PASSes are worth a fresh look from here
             self.tools.post(
                 "note",
                 f"dropping my base {short(old)}: {row.get('author')} found a bug in "
@@ -679,26 +701,27 @@ class Worker(Agent):
         return [a for a in self.state.attempts if a.action == action]
 
     def finished(self, name: str) -> bool:
-        """Whether a move is done with: judged (not kept), or flagged by a reviewer.
+        """Whether a move is done with for good.
 
-        A move that PASSed and was kept stays available: after a relay onto a commit that
-        lacks it, it is worth applying again. A conflict or an unmet requirement is tied to
-        its base; an ERROR is the judge's fault and gets one more try.
+        WRONG or REJECT (a bug or a broken rule does not depend on the base), flagged by a
+        reviewer, no faster than its base twice, or an ERROR (the judge's fault) twice. A
+        conflict waits for ``retry_variant``. A move that PASSed and was kept stays available:
+        after a relay onto a commit that lacks it, it is worth applying again.
         """
         if name in self.state.flagged_moves:
             return True
         tries = self.outcomes("move:" + name)
-        judged = [a for a in tries if a.outcome in ("PASS", "WRONG", "REJECT")]
-        if any(a.outcome in ("WRONG", "REJECT") for a in judged):
+        if any(a.outcome in ("WRONG", "REJECT", "conflict") for a in tries):
             return True
-        if any(a.outcome == "PASS" and not a.kept for a in judged):
+        if sum(a.outcome == "PASS" and not a.kept for a in tries) >= 2:
             return True
         return sum(a.outcome == "ERROR" for a in tries) >= 2
 
     def blocked_here(self, name: str) -> bool:
-        """Already failed to apply (or lacked requirements) on this very base."""
+        """Already tried on this very base: it did not apply, lacked a requirement, or PASSed
+        no faster than the base."""
         return any(
-            a.base == self.state.base and a.outcome in ("conflict", "unmet")
+            a.base == self.state.base and a.outcome in ("conflict", "unmet", "PASS", "refused")
             for a in self.outcomes("move:" + name)
         )
 
@@ -720,6 +743,9 @@ class Worker(Agent):
 
     def act(self) -> bool:
         """Do one thing; False when nothing is left to do on this base."""
+        recent = [a.outcome for a in self.state.attempts[-3:]]
+        if len(recent) == 3 and set(recent) == {"refused"}:
+            return False  # the gateway refuses our submissions (a cap?): nothing to do
         base = self.state.base or "HEAD"
         have = set(self.git.moves_in(base))
         for phase_two in (False, True):
@@ -736,7 +762,12 @@ class Worker(Agent):
                     and not self.finished(m.name)
                     and not self.blocked_here(m.name)
                 ]
-                if unmet:
+                missing = sorted(
+                    {r for m in unmet for r in m.requires} - have - {m.name for m in unmet}
+                )
+                key = ",".join(m.name for m in unmet) + "|" + ",".join(missing)
+                if unmet and key not in self.state.unmet_posted:
+                    self.state.unmet_posted.append(key)
                     self.record_unmet(unmet, have)
                     return True
         if self.try_sweep(have):
@@ -760,7 +791,7 @@ class Worker(Agent):
 
     def record_unmet(self, moves: list[MoveSpec], have: set[str]) -> None:
         """A dead end pinned to this base: the moves we would try next need what it lacks."""
-        missing = sorted({r for m in moves for r in m.requires} - have)
+        missing = sorted({r for m in moves for r in m.requires} - have - {m.name for m in moves})
         self.state.actions += 1
         for move in moves:
             self.state.attempts.append(
@@ -799,7 +830,7 @@ class Worker(Agent):
         if applied.returncode != 0:
             self.git.reset(base)
             detail = (applied.stdout + applied.stderr).strip().splitlines()
-            files = sorted({ln.split(":")[-1].strip() for ln in detail if "conflict" in ln.lower()})
+            files = sorted(conflicted_files(detail))
             self.state.attempts.append(
                 Attempt(
                     "move:" + move.name,
@@ -920,10 +951,12 @@ class Worker(Agent):
                     "x_baseline": attempt.x,
                 },
             )
-        self.notes.log(
-            f"{label}: {attempt.outcome} {attempt.reason or ''} "
-            f"{'' if attempt.x is None else f'{attempt.x:.2f}x '}- back to {short(base)}"
+        said = " ".join(
+            part
+            for part in (attempt.outcome, attempt.reason, attempt.x and f"{attempt.x:.2f}x")
+            if part
         )
+        self.notes.log(f"{label}: {said} - back to {short(self.state.base)}")
         self.git.reset(self.state.base or base)
 
     def settle_pending(self) -> None:
@@ -1099,7 +1132,10 @@ class Critic(Agent):
             if not self.state.pending_reviews:
                 self.sleep(self.poll)
                 continue
-            item = self.state.pending_reviews.pop(0)
+            # The fastest PASS first: it is the one others will build on.
+            pending = self.state.pending_reviews
+            item = max(pending, key=lambda p: (as_float(p.get("x_baseline")) or 0.0, -p["message"]))
+            pending.remove(item)
             self.state.actions += 1
             self.review(item)
             self.state.reviewed.append(item["commit"])
@@ -1197,11 +1233,13 @@ class Critic(Agent):
         body = reset.group(0) if reset else ""
         kept = sorted(a for a in attrs if a not in body and a not in ("seqs", "weights", "cfg"))
         derived, other = [], []
+        lines = added.splitlines()
         for name in kept:
-            # Weight-derived if every added line naming it also names the weights.
-            lines = [ln for ln in added.splitlines() if name in ln]
-            near = "\n".join(lines)
-            weighty = re.search(r"dequantize|weights|layer|_inv_freq|cfg\.", near)
+            # Weight-derived when the code around each place naming it works on the weights.
+            near = "\n".join(
+                "\n".join(lines[max(0, i - 4) : i + 5]) for i, ln in enumerate(lines) if name in ln
+            )
+            weighty = re.search(r"dequantize|weights", near)
             (derived if weighty else other).append(name)
         if derived:
             notes.append("weight-derived caches kept across reset(): " + ", ".join(derived))
@@ -1228,6 +1266,24 @@ class Critic(Agent):
             return
         if not self.git.has(base):
             base = self.state.master or "master"
+        tree_sha = self.git("rev-parse", commit + "^{tree}")
+        same = self.state.trees.get(tree_sha)
+        if same is not None:
+            # Moves commute: the same moves in another order make the very same tree.
+            self.tools.post(
+                "review",
+                f"{same['label']} {author}'s PASS {short(commit)} ({item.get('move')}): the same "
+                f"code as {same['author']}'s {short(same['commit'])}, reviewed already.",
+                {
+                    **same["refs"],
+                    "commit": commit,
+                    "author": author,
+                    "submission": number,
+                    "same_as": same["commit"],
+                },
+            )
+            self.notes.log(f"review {short(commit)}: same tree as {short(same['commit'])}")
+            return
         scratch = Path(tempfile.mkdtemp(prefix=f"review-{commit[:12]}-", dir="/tmp"))
         try:
             tree = self.extract(commit, scratch / "tree")
@@ -1257,22 +1313,29 @@ class Critic(Agent):
             parts.append("diff: " + "; ".join(patterns))
         if remarks:
             parts.append("noted: " + "; ".join(remarks))
-        verdict = {"bug": "BUG", "concern": "CONCERN", "ok": "OK"}[finding]
+        label = {"bug": "BUG", "concern": "CONCERN", "ok": "OK"}[finding]
+        refs = {
+            "commit": commit,
+            "author": author,
+            "submission": number,
+            "finding": finding,
+            "check": "ok" if ok else "fail",
+            "probe": "ok" if probe_text == "ok" else probe_text[:120],
+            "culprit": culprit,
+            "patterns": " | ".join(patterns)[:500],
+        }
         self.tools.post(
             "review",
-            f"{verdict} {author}'s PASS {short(commit)} ({item.get('move')}): " + ". ".join(parts),
-            {
-                "commit": commit,
-                "author": author,
-                "submission": number,
-                "finding": finding,
-                "check": "ok" if ok else "fail",
-                "probe": "ok" if probe_text == "ok" else probe_text[:120],
-                "culprit": culprit,
-                "patterns": " | ".join(patterns)[:500],
-            },
+            f"{label} {author}'s PASS {short(commit)} ({item.get('move')}): " + ". ".join(parts),
+            refs,
         )
-        self.notes.log(f"review {short(commit)}: {verdict}")
+        self.state.trees[tree_sha] = {
+            "commit": commit,
+            "author": author,
+            "label": label,
+            "refs": refs,
+        }
+        self.notes.log(f"review {short(commit)}: {label}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1290,8 +1353,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.direction not in DIRECTIONS and args.direction not in ANY:
         parser.error(f"--direction must be one of {', '.join(DIRECTIONS)} or any")
-    agent: Agent = Worker(args) if args.role == "worker" else Critic(args)
-    return agent.run()  # type: ignore[attr-defined]
+    # Everything goes to stdout, tracebacks included: the supervisor keeps the container's
+    # output, and a crash is restarted with SWARMLAB_KEEP_GOING=1 (it resumes from its notes).
+    sys.stderr = sys.stdout
+    agent: Worker | Critic = Worker(args) if args.role == "worker" else Critic(args)
+    return agent.run()
 
 
 if __name__ == "__main__":
