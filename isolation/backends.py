@@ -458,6 +458,20 @@ class LocalAgent:
             self.process.wait()
 
 
+def host_command(spec: AgentSpec) -> list[str]:
+    """The command with every container path of ``extra_mounts`` put back to its host path
+    (``/opt/swarmlab/agents/scripted.py`` -> ``<project>/agents/scripted.py``)."""
+    mounts = sorted(spec.extra_mounts.items(), key=lambda m: -len(m[1]))
+    argv = []
+    for part in spec.command:
+        for host, inside in mounts:
+            if part == inside or part.startswith(inside.rstrip("/") + "/"):
+                part = host + part[len(inside) :]
+                break
+        argv.append(part)
+    return argv
+
+
 @agent_backend("local")
 class LocalBackend(AgentBackend):
     """Runs the agent's command on the host, as the runner's own user, with the tools' paths
@@ -490,7 +504,7 @@ class LocalBackend(AgentBackend):
         log = self._log(spec)
         with open(log, "ab") as out:
             process = subprocess.Popen(
-                spec.command,
+                host_command(spec),
                 cwd=spec.workspace.repo,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -18,6 +18,7 @@ class ArmSummary:
 
     arm: str
     agent_kind: str
+    isolation: str
     agents: int
     evaluations: int
     pass_: int
@@ -65,6 +66,9 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
     kind = meta.get("agent_kind", "unknown")
     if meta.get("scripted"):
         kind = "scripted (no model)" if kind == "scripted" else f"{kind} (scripted, no model)"
+    isolation = meta.get("isolation", "unknown")
+    if isolation == "local":
+        isolation = "local (NOT isolated)"
     evaluations = events.table("evaluations")
     submissions = events.table("submissions")
     lifecycle = events.table("lifecycle")
@@ -82,6 +86,7 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
             ArmSummary(
                 arm=arm,
                 agent_kind=kind,
+                isolation=isolation,
                 agents=len(meta.get("seats", {}).get(arm, [])),
                 evaluations=len(mine),
                 pass_=verdicts.count("PASS"),
@@ -118,7 +123,7 @@ def write_summary(rows: list[ArmSummary], path: Path) -> Path:
 
 
 def format_summary(rows: list[ArmSummary]) -> str:
-    shown = ["arm", "agent_kind", "agents", "evaluations", "pass", "wrong", "reject", "error",
+    shown = ["arm", "agent_kind", "isolation", "agents", "evaluations", "pass", "wrong", "reject", "error",
              "best_tok_s", "x_baseline", "time_to_best_s", "relays", "judge_busy_pct",
              "mean_queue_wait_s"]  # fmt: skip
     table = [shown] + [
