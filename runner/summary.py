@@ -123,9 +123,9 @@ def write_summary(rows: list[ArmSummary], path: Path) -> Path:
 
 
 def format_summary(rows: list[ArmSummary]) -> str:
-    shown = ["arm", "agent_kind", "isolation", "agents", "evaluations", "pass", "wrong", "reject", "error",
-             "best_tok_s", "x_baseline", "time_to_best_s", "relays", "judge_busy_pct",
-             "mean_queue_wait_s"]  # fmt: skip
+    shown = ["arm", "agent_kind", "isolation", "agents", "evaluations", "pass", "wrong",
+             "reject", "error", "best_tok_s", "x_baseline", "time_to_best_s", "relays",
+             "judge_busy_pct", "mean_queue_wait_s"]  # fmt: skip
     table = [shown] + [
         [_cell(asdict(r)[c if c != "pass" else "pass_"]) for c in shown] for r in rows
     ]
