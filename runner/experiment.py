@@ -36,6 +36,8 @@ from runner.supervisor import Supervisor
 from tasks.schema import PROJECT_ROOT, task_root
 
 AGENTS_DIR = PROJECT_ROOT / "agents"
+# The pseudo-agent under which a continuation's starting champion is re-measured.
+CHAMPION = "champion"
 
 
 def clock(epoch: float) -> str:
@@ -173,8 +175,8 @@ class Run:
         backend = get_backend(cfg.isolation.backend)
         if not cfg.arms:
             raise RunRefused("no arm selected: arm=swarm, arm=solo or experiment=swarm_vs_solo")
+        source, commit, champ = self.starting_point()  # a bad from_run fails before any work
         home = self.judge_up()
-        source, commit, champ = self.starting_point()
         run_id = f"{cfg.experiment}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         arms = []
         for arm in cfg.arms.values():
@@ -292,6 +294,8 @@ class Run:
         specs = agent_specs(cfg, run_id, arms, deadline, home)
         supervisor = Supervisor(backend, self.events, specs)
         progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
+        if first_event == "started":
+            self.remeasure_champion(arms, queue)
         self.install_signals()
         backend.cleanup(run_id)
         try:
@@ -308,6 +312,32 @@ class Run:
             backend.cleanup(run_id)
         self.drain(gateway, queue, link, reason)
         return self.collect(reason, link, queue)
+
+    def remeasure_champion(self, arms: list[ArmWorkspace], queue: JudgeQueue) -> None:
+        """A continuation's champion is judged again first, in this run, so its gain is
+        measured against the champion on the same machine and day, not an old number."""
+        champ = self.events.meta().get("champion")
+        if not champ:
+            return
+        for arm in arms:
+            if self.cfg.arms[arm.name].start != "champion":
+                continue
+            sid, job = self.events.add_submission(
+                arm.name,
+                CHAMPION,
+                f"{arm.name}/{CHAMPION}/remeasure",
+                champ["commit"],
+                "the starting champion, re-measured by the judge",
+            )
+            if job is None:
+                job = queue.enqueue(
+                    arm=arm.name,
+                    agent=CHAMPION,
+                    repo=str(arm.origin),
+                    commit=champ["commit"],
+                    label=CHAMPION,
+                )
+                self.events.set_job(sid, job)
 
     def install_signals(self) -> None:
         def on_signal(signum: int, frame: FrameType | None) -> None:

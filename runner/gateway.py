@@ -219,14 +219,16 @@ class Gateway:
         delivered = 0
         for row in self.events.pending_jobs():
             arm = self.arms.get(row["arm"])
-            agent = arm.agents.get(row["agent"]) if arm else None
-            if agent is None:
+            if arm is None:
                 continue  # another gateway's arm
             evaluation = self.queue.result(row["job_id"])
             if evaluation is None:
                 continue
             if self.events.add_evaluation(row["id"], evaluation):
-                _append(agent.verdicts_file, [verdict_line(row["id"], evaluation)])
+                # The runner's own jobs (the champion re-measured) have no agent to tell.
+                agent = arm.agents.get(row["agent"])
+                if agent is not None:
+                    _append(agent.verdicts_file, [verdict_line(row["id"], evaluation)])
                 delivered += 1
         return delivered
 

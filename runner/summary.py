@@ -28,6 +28,8 @@ class ArmSummary:
     not_evaluated: int
     best_tok_s: float | None
     x_baseline: float | None
+    # A continuation: best tok/s over the starting champion's, re-measured in the same run.
+    x_champion: float | None
     time_to_best_s: float | None
     relays: int
     judge_busy_pct: float
@@ -74,7 +76,14 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
     lifecycle = events.table("lifecycle")
     rows = []
     for arm in meta.get("arms", []):
-        mine = [e for e in evaluations if e["arm"] == arm]
+        ours = [e for e in evaluations if e["arm"] == arm]
+        # The champion's re-measurement is the runner's, not an agent's: not counted as theirs.
+        mine = [e for e in ours if e["agent"] != "champion"]
+        champion = [
+            json.loads(e["metrics"]).get("tok_s")
+            for e in ours
+            if e["agent"] == "champion" and e["verdict"] == "PASS"
+        ]
         verdicts = [e["verdict"] for e in mine]
         passes = [e for e in mine if e["verdict"] == "PASS"]
         best = max(passes, key=lambda e: json.loads(e["metrics"]).get("tok_s", 0.0), default=None)
@@ -94,14 +103,21 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
                 reject=verdicts.count("REJECT"),
                 error=verdicts.count("ERROR"),
                 not_evaluated=sum(
-                    1 for s in submissions if s["arm"] == arm and s["job_id"] not in evaluated
+                    1
+                    for s in submissions
+                    if s["arm"] == arm and s["agent"] != "champion" and s["job_id"] not in evaluated
                 ),
                 best_tok_s=best_metrics.get("tok_s"),
                 x_baseline=best_metrics.get("x_baseline"),
+                x_champion=(
+                    round(best_metrics["tok_s"] / champion[0], 3)
+                    if champion and champion[0] and "tok_s" in best_metrics
+                    else None
+                ),
                 time_to_best_s=round(best["finished_at"] - started, 1) if best else None,
                 relays=len(relay_edges(repo, passes)) if repo.exists() else 0,
                 judge_busy_pct=round(
-                    100 * sum(e["finished_at"] - e["started_at"] for e in mine) / duration, 1
+                    100 * sum(e["finished_at"] - e["started_at"] for e in ours) / duration, 1
                 ),
                 mean_queue_wait_s=round(sum(waits) / len(waits), 1) if waits else None,
                 restarts=sum(1 for r in lifecycle if r["arm"] == arm and r["event"] == "restarted"),
@@ -126,6 +142,8 @@ def format_summary(rows: list[ArmSummary]) -> str:
     shown = ["arm", "agent_kind", "isolation", "agents", "evaluations", "pass", "wrong",
              "reject", "error", "best_tok_s", "x_baseline", "time_to_best_s", "relays",
              "judge_busy_pct", "mean_queue_wait_s"]  # fmt: skip
+    if any(r.x_champion is not None for r in rows):
+        shown.insert(shown.index("x_baseline") + 1, "x_champion")
     table = [shown] + [
         [_cell(asdict(r)[c if c != "pass" else "pass_"]) for c in shown] for r in rows
     ]

@@ -137,3 +137,41 @@ def test_no_docker_engine_names_the_fix(judge_private_dir, tmp_path):
     assert proc.returncode == 2
     assert "docker-engine.sh" in err and "isolation=local" in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_continuation_starts_every_agent_from_the_champion(
+    judge_private_dir, base_image, tmp_path
+):
+    first = tmp_path / "round1"
+    proc = _runner("arm=solo", "judge.preflight=skip", *_base(judge_private_dir, first, 0.3))
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    [best] = [e for e in EventLog(first / "events.sqlite").table("evaluations")]
+    assert best["verdict"] == "PASS"
+    second = tmp_path / "round2"
+    args = _base(judge_private_dir, second, 0.3, command='"sleep 1000"')
+    proc = _runner("arm=continuation", f"from_run={first}", "judge.preflight=skip", *args)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    origin = second / "arms" / "continuation" / "origin.git"
+    head = subprocess.run(
+        ["git", "-C", str(origin), "rev-parse", "master"], capture_output=True, text=True
+    ).stdout.strip()
+    assert head == best["commit_sha"]
+    clone = second / "arms" / "continuation" / "agents" / "w1" / "repo"
+    log = subprocess.run(
+        ["git", "-C", str(clone), "log", "--format=%H", "--all"], capture_output=True, text=True
+    ).stdout.split()
+    assert log[0] == best["commit_sha"]
+    events = EventLog(second / "events.sqlite")
+    [champion] = [e for e in events.table("evaluations") if e["agent"] == "champion"]
+    assert champion["commit_sha"] == best["commit_sha"] and champion["verdict"] == "PASS"
+    assert events.meta()["champion"]["commit"] == best["commit_sha"]
+    assert "continuation" in out
+
+
+def test_a_continuation_needs_a_run_to_continue(judge_private_dir, base_image, tmp_path):
+    proc = _runner("arm=continuation", f"from_run={tmp_path}", "judge.preflight=skip",
+                   *_base(judge_private_dir, tmp_path / "run", 0.3))  # fmt: skip
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "is not a run directory" in err
