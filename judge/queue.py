@@ -11,7 +11,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +47,19 @@ CREATE TABLE IF NOT EXISTS events (
 """
 
 
+@contextmanager
+def connect_wal(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to a SQLite file in WAL mode, autocommit (transactions are explicit),
+    waiting up to 30 s for another process's lock; closed on exit."""
+    db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        yield db
+    finally:
+        db.close()
+
+
 @dataclass(frozen=True)
 class Job:
     """A submission waiting for, or under, evaluation."""
@@ -79,15 +92,8 @@ class JudgeQueue:
         with self._connect() as db:
             db.executescript(_SCHEMA)
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            yield db
-        finally:
-            db.close()
+    def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
+        return connect_wal(self.path)
 
     def enqueue(self, *, arm: str, agent: str, repo: str, commit: str, label: str = "") -> int:
         """Queue one commit (a full sha) of ``repo``; returns the job id."""

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
+
+from judge.queue import connect_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -66,15 +67,8 @@ class EventLog:
                 "CREATE UNIQUE INDEX IF NOT EXISTS messages_request ON messages (request_id)"
             )
 
-    @contextmanager
-    def connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            yield db
-        finally:
-            db.close()
+    def connect(self) -> AbstractContextManager[sqlite3.Connection]:
+        return connect_wal(self.path)
 
     # -- metadata ------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from tasks.decode_cpu.make_mutants import MODEL, SERVE, Edit, _git, fresh_repo
+from tasks.decode_cpu.make_mutants import MODEL, SERVE, Edit, _git, apply_edits, fresh_repo
 
 TASK = Path(__file__).resolve().parent
 MOVES_DIR = TASK / "moves"
@@ -959,19 +959,6 @@ def closure(names: Iterable[str], moves: dict[str, Move] | None = None) -> list[
             stack.extend(moves[name].requires)
     order = [m.name for m in MOVES]
     return sorted(seen, key=order.index)
-
-
-def apply_edits(repo: Path, edits: list[Edit]) -> None:
-    """Make `edits` in `repo`'s work tree (each `old` must occur exactly once)."""
-    for path, old, new in edits:
-        file = repo / path
-        if old is None:
-            file.write_text(new)
-            continue
-        text = file.read_text()
-        if text.count(old) != 1:
-            raise ValueError(f"{path}: expected exactly one {old[:60]!r}")
-        file.write_text(text.replace(old, new))
 
 
 def move_patch(move: Move, patches: dict[str, str]) -> str:

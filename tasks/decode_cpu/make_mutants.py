@@ -370,19 +370,24 @@ def fresh_repo(where: Path) -> Path:
     return repo
 
 
+def apply_edits(repo: Path, edits: list[Edit]) -> None:
+    """Make `edits` in `repo`'s work tree (each `old` must occur exactly once)."""
+    for path, old, new in edits:
+        file = repo / path
+        if old is None:
+            file.write_text(new)
+            continue
+        text = file.read_text()
+        if text.count(old) != 1:
+            raise ValueError(f"{path}: expected exactly one {old[:60]!r}")
+        file.write_text(text.replace(old, new))
+
+
 def make_patch(edits: list[Edit]) -> str:
     """Apply `edits` to a fresh copy of the template and return the ``git diff``."""
     with tempfile.TemporaryDirectory() as tmp:
         repo = fresh_repo(Path(tmp))
-        for path, old, new in edits:
-            file = repo / path
-            if old is None:
-                file.write_text(new)
-                continue
-            text = file.read_text()
-            if text.count(old) != 1:
-                raise ValueError(f"{path}: expected exactly one {old[:60]!r}")
-            file.write_text(text.replace(old, new))
+        apply_edits(repo, edits)
         _git(repo, "add", "-A")
         return _git(repo, "diff", "--cached", "--no-color", "--no-ext-diff")
 
