@@ -327,6 +327,29 @@ _ATTN_WEIGHTS = (
 '''
 )
 
+# A plausible allocation trim with a classic bug: buffers kept across reset() keep their old
+# length, so every batch after the first reads a stale KV cache (the judge: WRONG).
+REUSE_KV_BUFFERS: list[Edit] = [
+    (
+        MODEL,
+        "        self.seqs: list[_Sequence] = []\n",
+        "        self.seqs: list[_Sequence] = []\n        self._spare: list[_Sequence] = []\n",
+    ),
+    (
+        MODEL,
+        """        \"\"\"Forget every sequence.\"\"\"
+        self.seqs = []""",
+        """        \"\"\"Forget every sequence (their KV buffers are kept for the next batch).\"\"\"
+        self._spare.extend(self.seqs)
+        self.seqs = []""",
+    ),
+    (
+        MODEL,
+        "            seq = _Sequence(self.cfg)\n",
+        "            seq = self._spare.pop() if self._spare else _Sequence(self.cfg)\n",
+    ),
+]
+
 ATTN_CACHE_WEIGHTS: list[Edit] = [
     (MODEL, _ATTN_HEAD, _ATTN_WEIGHTS + _ATTN_HEAD),
     (
@@ -875,6 +898,9 @@ MOVES: list[Move] = [
          "skips the per-token re-check in harness/serve.py (frozen zone)",
          SERVE_SKIP_TOKEN_CHECK, reason="frozen_zone"),
     # projections
+    Move("reuse_kv_buffers", "projections", "wrong",
+         "keeps KV buffers across reset() to save allocations, but not their lengths: every "
+         "batch after the first reads a stale cache", REUSE_KV_BUFFERS, reason="mismatch"),
     Move("attn_cache_weights", "projections", "good",
          "dequantise q/k/v/o once per layer and keep them, instead of per row and token",
          ATTN_CACHE_WEIGHTS),

@@ -159,8 +159,12 @@ def test_a_continuation_starts_every_agent_from_the_champion(
     ).stdout.strip()
     assert head == best["commit_sha"]
     clone = second / "arms" / "continuation" / "agents" / "w1" / "repo"
+    # The clone belongs to the agent's uid: git wants it named safe to read it as root.
     log = subprocess.run(
-        ["git", "-C", str(clone), "log", "--format=%H", "--all"], capture_output=True, text=True
+        ["git", "-c", "safe.directory=*", "-C", str(clone), "log", "--format=%H", "--all"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     assert log[0] == best["commit_sha"]
     events = EventLog(second / "events.sqlite")

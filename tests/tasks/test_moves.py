@@ -282,7 +282,8 @@ def _names(kind: str) -> list[str]:
 
 
 def test_wrong_moves_are_caught_by_a_quick_local_check(tmp_path) -> None:
-    """Each wrong move shows its bug locally: rows differ from the baseline (mismatch), a
+    """Each wrong move shows its bug locally: rows differ from the baseline in one of two
+    batches run in one process (mismatch), a
     single row after a batch differs though it is right alone (alternating), B=1 much slower
     (b1_regression), or a crash past the judge's lengths that shorter decodes never see."""
     moves = _moves()
@@ -298,7 +299,9 @@ def test_wrong_moves_are_caught_by_a_quick_local_check(tmp_path) -> None:
         root = _tree(tmp_path / name, [name])
         reason = moves[name]["reason"]
         if reason == "mismatch":
-            jobs.append(_job("tokens", root, name, prompts=prompts, steps=32))
+            # Two batches in one process, as the judge's correctness sets run: some bugs only
+            # show on the second (state kept across reset()).
+            jobs.append(_job("sequence", root, name, runs=[prompts, prompts], steps=32))
         elif reason == "alternating":
             jobs.append(_job("sequence", root, name, runs=[prompts[:4], prompts[1:2]], steps=32))
             fresh = _tree(tmp_path / f"{name}-fresh", [name])
@@ -317,7 +320,7 @@ def test_wrong_moves_are_caught_by_a_quick_local_check(tmp_path) -> None:
     for name in _names("wrong"):
         reason = moves[name]["reason"]
         if reason == "mismatch":
-            assert got[name] != base16, f"{name} gives the baseline's tokens"
+            assert any(run != base16 for run in got[name]), f"{name} gives the baseline's tokens"
         elif reason == "alternating":
             batched, single = got[name]
             assert batched == base16[:4], name
