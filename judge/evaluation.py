@@ -10,7 +10,7 @@ import shutil
 import statistics
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -30,8 +30,6 @@ from judge.sandbox import (
     SandboxContainer,
 )
 from judge.verdict import Evaluation, Outcome, Verdict
-
-Progress = Callable[[str], None]
 
 
 def median_and_se(values: list[float]) -> tuple[float, float]:
