@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.swarmlab-installed
 
-.PHONY: setup engine image demo test lint bench clean distclean
+.PHONY: setup engine image clients demo test lint bench clean distclean
 
 setup: $(STAMP) engine image
 
@@ -34,13 +34,18 @@ engine:
 image: $(STAMP) engine
 	@$(PY) -m isolation.images
 
+# The real agent CLIs (Claude Code, Codex) at pinned versions, for the real-client tests and
+# agent=claude_code|codex seats: npm into results/.cache/clients/ (first time ~350 MB, ~20 s).
+clients: $(STAMP)
+	@PY=$(PY) bash scripts/install-clients.sh
+
 # The demo: swarm (4 scripted workers + a critic) vs solo (1 scripted worker) on decode_cpu,
 # one shared judge; the judge's preflight first (cached once it passed), then DEMO_MINUTES of work.
 DEMO_MINUTES ?= 3
 demo: setup
 	$(PY) -m runner experiment=swarm_vs_solo budget.minutes=$(DEMO_MINUTES) budget.drain_minutes=1
 
-test: setup
+test: setup clients
 	$(PY) -m pytest
 
 lint: $(STAMP)
