@@ -459,6 +459,8 @@ def _read_codex_exec(records: list[Any], result: _Result) -> None:
             _int(usage.get("input_tokens")),
             _int(usage.get("cached_input_tokens")),
             _int(usage.get("output_tokens")),
+            # Newer releases (0.171 seen) report it; older ones leave it out (then 0).
+            _int(usage.get("reasoning_output_tokens")),
         )
         if segment_last is not None and any(
             c < p for c, p in zip(current, segment_last, strict=True)
@@ -471,11 +473,18 @@ def _read_codex_exec(records: list[Any], result: _Result) -> None:
         segment_last = current
     if segment_last is not None:
         segments.append((segment_last, turns))
-    for (given, cached, output), counted in segments:
+    for (given, cached, output, reasoning), counted in segments:
         cached = min(cached, given)
+        # ``requests`` counts turns here: exec stdout does not show the API calls of a turn.
         result.add(
             None,
-            TokenUsage(input=given - cached, cache_read=cached, output=output, requests=counted),
+            TokenUsage(
+                input=given - cached,
+                cache_read=cached,
+                output=output,
+                reasoning=min(reasoning, output),
+                requests=counted,
+            ),
         )
 
 

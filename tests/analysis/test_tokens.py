@@ -439,3 +439,32 @@ def test_python_m_analysis_tokens() -> None:
 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["output"] == 490
+
+
+def test_codex_exec_stdout_keeps_reasoning_where_the_release_reports_it(tmp_path: Path) -> None:
+    # Codex 0.171 puts reasoning_output_tokens in turn.completed (seen by the real-client test).
+    lines = [
+        {"type": "thread.started", "thread_id": "t"},
+        {
+            "type": "turn.completed",
+            "usage": {
+                "input_tokens": 900,
+                "cached_input_tokens": 100,
+                "output_tokens": 70,
+                "reasoning_output_tokens": 30,
+            },
+        },
+        {
+            "type": "turn.completed",
+            "usage": {
+                "input_tokens": 2000,
+                "cached_input_tokens": 800,
+                "output_tokens": 150,
+                "reasoning_output_tokens": 55,
+            },
+        },
+    ]
+    path = tmp_path / "exec.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (usage,) = read_usage(path, "codex").values()
+    assert (usage.input, usage.cache_read, usage.output, usage.reasoning) == (1200, 800, 150, 55)
