@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from judge.checkout import BadInput
-from judge.config import JudgeAppConfig, register_configs
+from judge.config import JudgeAppConfig, judge_problems, register_configs
 from tasks.schema import PROJECT_ROOT
 
 CONF_DIR = PROJECT_ROOT / "conf"
@@ -33,7 +33,14 @@ def compose_judge_config(overrides: list[str]) -> DictConfig:
         if cause is not None and str(cause) not in message:
             message += ": " + " ".join(str(cause).split())
         raise BadInput(message) from None
+    _check(cfg)
     return cfg
+
+
+def _check(cfg: DictConfig) -> None:
+    problems = judge_problems(cfg.judge)
+    if problems:
+        raise BadInput("; ".join(problems))
 
 
 def load_judge_config(path: Path) -> DictConfig:
@@ -48,6 +55,7 @@ def load_judge_config(path: Path) -> DictConfig:
         cfg = OmegaConf.merge(OmegaConf.structured(JudgeAppConfig), OmegaConf.load(path))
     except OmegaConfBaseException as exc:
         raise BadInput(f"judge config {path}: {' '.join(str(exc).split())}") from None
+    _check(cfg)  # type: ignore[arg-type]
     return cfg  # type: ignore[return-value]
 
 

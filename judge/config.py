@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
@@ -54,6 +55,9 @@ class JudgeConfig:
     # Preflight runs before any agent: it may use this many CPUs at once, one evaluation each.
     preflight_parallel: int = 2
     prefill_cap_factor: float = 1.5
+    # A prefill over the cap (on both hidden sets of a case, or in 2 of the timing runs) is
+    # measured this many more times on fresh prompts and charged only if over it every time.
+    prefill_recheck_runs: int = 3
     prefill_cap_slack_ms: float = 25.0
     # A first divergence where the reference's top-2 margin is below this is tagged near_tie.
     near_tie_margin: float = 0.01
@@ -66,10 +70,11 @@ class JudgeConfig:
     build_timeout_s: float = 120.0
     # A timing-based failure is measured again (on fresh hidden sets) before it is charged.
     confirm_timing_failures: bool = True
-    # B=1 regression is charged only beyond the noise: when (median ratio - b1_z * its standard
-    # error) still exceeds 1 + the spec's limit. On a noisy machine small regressions then go
-    # unresolved (flagged b1_unresolved) rather than convicting innocent code.
-    b1_z: float = 1.645
+    # B=1 regression is charged only when an exact one-sided sign test over the B=1 pairs
+    # rejects "median ratio <= 1 + the spec's limit" at this level: innocent code is convicted
+    # with probability below b1_alpha whatever the machine's noise. On a noisy machine small
+    # regressions then go unresolved (flagged b1_unresolved) rather than convicting.
+    b1_alpha: float = 0.001
     # Preflight, for mutants whose verdict needs a finer B=1 resolution than this machine gives:
     # "warn" reports them as UNRESOLVED and still exits 0; "fail" counts them as mismatches.
     b1_unresolved: str = "warn"
@@ -93,6 +98,40 @@ class JudgeAppConfig:
     agent: str = "cli"
     # `preflight`: run only these mutants (empty: all).
     only: list[str] = field(default_factory=list)
+
+
+# Settings whose value must be one of a few words (typos would otherwise silently mean the default).
+_CHOICES = {
+    "queue_policy": ("fifo", "fair"),
+    "preflight": ("required", "skip"),
+    "near_tie_policy": ("wrong", "pass"),
+    "b1_unresolved": ("warn", "fail"),
+}
+
+
+def judge_problems(judge: Any) -> list[str]:
+    """What is wrong with a judge config's values (types are the schema's job): one line each.
+
+    Args:
+        judge: The ``judge`` node of a composed config.
+
+    Returns:
+        An empty list when every value is usable.
+    """
+    problems = [
+        f"judge.{key}={judge[key]!r}: use one of {', '.join(choices)}"
+        for key, choices in _CHOICES.items()
+        if judge[key] not in choices
+    ]
+    if not 0.0 < judge.b1_alpha < 0.5:
+        problems.append(f"judge.b1_alpha={judge.b1_alpha}: must lie in (0, 0.5)")
+    for key in ("prefill_cap_factor", "timeout_factor"):
+        if judge[key] <= 1.0:
+            problems.append(f"judge.{key}={judge[key]}: must be above 1")
+    for key in ("max_attempts", "preflight_parallel", "prefill_recheck_runs"):
+        if judge[key] < 1:
+            problems.append(f"judge.{key}={judge[key]}: must be at least 1")
+    return problems
 
 
 def register_configs() -> None:

@@ -6,6 +6,8 @@ time for the same case in the same evaluation; every output is checked, timed ru
 from __future__ import annotations
 
 import json
+import math
+import secrets
 import shutil
 import statistics
 import time
@@ -20,7 +22,7 @@ from omegaconf import DictConfig
 
 from judge.checkout import extract_tree
 from judge.integrity import check_integrity
-from judge.private import JudgeHome
+from judge.private import JudgeHome, load_callable
 from judge.queue import Job
 from judge.sandbox import (
     EngineFailure,
@@ -33,13 +35,39 @@ from judge.verdict import Evaluation, Outcome, Verdict
 
 
 def median_and_se(values: list[float]) -> tuple[float, float]:
-    """The median and its standard error, from the median absolute deviation (robust to the
-    occasional stalled run a shared machine produces)."""
+    """The median and its standard error, from the median absolute deviation. Descriptive only
+    (the B=1 verdict rests on :func:`sign_test_count`, which assumes no noise distribution)."""
     data = np.asarray(values, dtype=float)
     median = float(np.median(data))
     mad = float(np.median(np.abs(data - median)))
     # 1.4826 * MAD estimates sigma for normal data; the median's SE is 1.2533 sigma / sqrt(n).
     return median, 1.2533 * 1.4826 * mad / np.sqrt(len(data))
+
+
+def sign_test_count(n: int, alpha: float) -> int:
+    """The fewest of ``n`` pairs that must lie above a limit to reject "median <= limit" at
+    one-sided level ``alpha``: the smallest k with P(Binomial(n, 1/2) >= k) <= alpha; ``n + 1``
+    when no k qualifies (too few pairs for that level).
+
+    Exact for any continuous noise distribution of independent pairs. This matters here: on
+    these VMs one pair's ratio varies by 15-30% with heavy tails, and a normal-theory SE from
+    the MAD understated it enough to convict the unmodified baseline (6.8% slower, "SE 2.3%").
+    """
+    tail = 0.0
+    for k in range(n, -1, -1):
+        tail += math.comb(n, k) / 2**n
+        if tail > alpha:
+            return k + 1
+    return 0
+
+
+def median_lower_bound(values: list[float], alpha: float) -> float:
+    """A distribution-free lower confidence bound (level ``1 - alpha``) of the median: the
+    order statistic that :func:`sign_test_count` compares with the limit. With too few values
+    for that level, the smallest value (a weaker bound, never a stronger one)."""
+    data = sorted(values)
+    k = sign_test_count(len(data), alpha)
+    return data[max(0, len(data) - k)]
 
 
 class Evaluator:
@@ -207,6 +235,46 @@ class _Run:
     def prefill_cap(self, base_s: float) -> float:
         return self.judge.prefill_cap_factor * base_s + self.judge.prefill_cap_slack_ms / 1000
 
+    def prefill_over_cap_again(
+        self, engine: EngineProcess, like: str, prompt_len: Any, context: str
+    ) -> list[float]:
+        """Prefill ratios (candidate / baseline) on ``judge.prefill_recheck_runs`` fresh prompt
+        sets of the given shape, stopping at the first one under the cap.
+
+        A prefill over the cap is charged only if every re-check is over it too: one slow
+        measurement on a loaded machine must not convict (it did, in a test of the unmodified
+        baseline), while code that really does decode work in prefill is slow every time. The
+        prompts are drawn now from a fresh seed, so no engine can have seen or cached them.
+        """
+        assert self.cand is not None
+        make = load_callable(self.task.inputs)
+        batch = self.home.inputs[like].batch
+        timeout = self.timeout(like, "prefill")
+        ratios = []
+        for i in range(self.judge.prefill_recheck_runs):
+            prompts = make(secrets.randbits(62), batch, tuple(prompt_len), self.task.vocab)
+            prompts = [list(map(int, p)) for p in prompts]
+            _, prefill_s = self.call(
+                engine,
+                {"op": "prefill", "prompts": prompts},
+                timeout,
+                f"prefill re-check {i + 1} ({context})",
+            )
+            self.call(engine, {"op": "reset"}, self.judge.timeout_floor_s, "reset")
+            with self.cand.frozen():
+                _, base_prefill = self.base_call({"op": "prefill", "prompts": prompts}, timeout)
+                self.base_call({"op": "reset"}, self.judge.timeout_floor_s)
+            ratios.append(round(prefill_s / base_prefill, 4))
+            if prefill_s <= self.prefill_cap(base_prefill):
+                break
+        self.metrics.setdefault("prefill_rechecks", {})[context] = ratios
+        return ratios
+
+    def all_over_cap(self, ratios: list[float]) -> bool:
+        return len(ratios) == self.judge.prefill_recheck_runs and all(
+            r > self.judge.prefill_cap_factor for r in ratios
+        )
+
     # -- stages --------------------------------------------------------------------------
 
     def execute(self) -> Evaluation:
@@ -334,15 +402,31 @@ class _Run:
                 ratio = prefill_s / base_prefill
                 if prefill_s <= self.prefill_cap(base_prefill):
                     break
-                if attempt == 1 or not self.judge.confirm_timing_failures:
-                    raise Outcome(
-                        Verdict.WRONG,
-                        "prefill_cap",
-                        f"case {case.name}: prefill took {prefill_s:.3f} s, over the cap of "
-                        f"{self.judge.prefill_cap_factor}x the baseline's {base_prefill:.3f} s"
-                        " for the same case (measured twice on different hidden sets)",
-                        tokens_correct=True,
+                if attempt == 0 and self.judge.confirm_timing_failures:
+                    continue
+                rechecks = (
+                    self.prefill_over_cap_again(
+                        engine, set_name, case.prompt_len, f"case {case.name}"
                     )
+                    if self.judge.confirm_timing_failures
+                    else []
+                )
+                if rechecks and not self.all_over_cap(rechecks):
+                    break
+                raise Outcome(
+                    Verdict.WRONG,
+                    "prefill_cap",
+                    f"case {case.name}: prefill took {prefill_s:.3f} s, over the cap of "
+                    f"{self.judge.prefill_cap_factor}x the baseline's {base_prefill:.3f} s"
+                    " for the same case"
+                    + (
+                        f"; over it on both hidden sets and on all {len(rechecks)} re-checks"
+                        f" with fresh prompts (ratios {', '.join(f'{r:.2f}' for r in rechecks)})"
+                        if rechecks
+                        else ""
+                    ),
+                    tokens_correct=True,
+                )
             ratios[case.name] = round(float(ratio or 0.0), 4)
             self.stages[f"correctness:{case.name}"] = round(time.perf_counter() - start, 4)
         self.metrics["prefill_ratio"] = ratios
@@ -350,14 +434,16 @@ class _Run:
     def b1_pairs(self, serve: list[str]) -> None:
         """B=1 decode against the baseline, ABBA pairs in fresh processes, judged beyond noise.
 
-        The ratio is the median of per-pair ratios (candidate / baseline decode time); its
-        standard error comes from the same pairs (MAD-based). A ratio over the limit gets more
-        pairs on fresh hidden prompts, up to ``max_pairs``, and is charged only if it is then
-        beyond ``b1_z`` standard errors over the limit; a suspicious but unproven regression
-        passes with the flag ``b1_unresolved``.
+        Each pair gives a ratio (candidate / baseline decode time). A median over the limit
+        gets more pairs on fresh hidden prompts, up to ``max_pairs``; it is charged only on the
+        full set, and only if an exact one-sided sign test rejects "median ratio <= limit" at
+        ``judge.b1_alpha`` (at least :func:`sign_test_count` of the pairs above the limit). So
+        an innocent candidate is convicted with probability below ``b1_alpha`` whatever the
+        machine's noise; a suspicious but unproven regression passes, flagged ``b1_unresolved``.
         """
         assert self.cand is not None
         b1, limit = self.task.b1, 1.0 + self.task.spec.b1_max_regression
+        alpha = self.judge.b1_alpha
         engine = self.cand.engine(serve, "single")
         self.call(
             engine, {"op": "load"}, self.judge.load_timeout_s, "load (single-sequence process)"
@@ -377,19 +463,28 @@ class _Run:
                     else:
                         _, times["base"] = self.base_set(set_name, decode=True)
                 ratios.append(times["cand"] / times["base"])
-            median, se = median_and_se(ratios)
+            median = float(np.median(ratios))
             suspicious = median > limit
-            # A conviction always rests on every pair (an SE from few pairs is itself noisy).
+            # A conviction always rests on every pair: the test is run once, at max_pairs.
             complete = len(ratios) >= b1.max_pairs or not self.judge.confirm_timing_failures
-            proven = complete and median - self.judge.b1_z * se > limit
             if not suspicious or complete:
                 break
         engine.close()
+        above = sum(r > limit for r in ratios)
+        needed = sign_test_count(len(ratios), alpha)
+        proven = complete and above >= needed
+        lower = median_lower_bound(ratios, alpha)
+        _, se = median_and_se(ratios)
         q = np.quantile(ratios, [0.25, 0.75])
         self.metrics.update(
             b1_ratio=round(median, 4),
             b1_se=round(se, 4),
-            b1_resolution=round(self.judge.b1_z * se, 4),
+            b1_lower=round(lower, 4),
+            # How far below the median the judge's (1 - alpha) bound sits: the smallest excess
+            # over the limit this evaluation could have convicted.
+            b1_resolution=round(median - lower, 4),
+            b1_above_limit=above,
+            b1_needed=needed,
             b1_ratio_q25=round(float(q[0]), 4),
             b1_ratio_q75=round(float(q[1]), 4),
             b1_ratio_min=round(min(ratios), 4),
@@ -400,9 +495,10 @@ class _Run:
             raise Outcome(
                 Verdict.WRONG,
                 "b1_regression",
-                f"B=1 decode is {100 * (median - 1):.1f}% slower than the baseline (median of "
-                f"{len(ratios)} interleaved pairs, standard error {100 * se:.1f}%; limit "
-                f"{100 * self.task.spec.b1_max_regression:.0f}%)",
+                f"B=1 decode is {100 * (median - 1):.1f}% slower than the baseline: {above} of "
+                f"{len(ratios)} interleaved pairs over the {100 * (limit - 1):.0f}% limit "
+                f"(exact sign test, one-sided p <= {alpha:g}; a {100 * (1 - alpha):g}% lower "
+                f"bound of the slowdown is {100 * (lower - 1):.1f}%)",
                 tokens_correct=True,
             )
         if suspicious:
@@ -451,13 +547,24 @@ class _Run:
                 over_cap += prefill_s > self.prefill_cap(base_prefill)
         self.metrics["timing_prefill_ratio"] = round(statistics.median(prefill_ratios), 4)
         if over_cap >= 2 or (over_cap and not self.judge.confirm_timing_failures):
-            raise Outcome(
-                Verdict.WRONG,
-                "prefill_cap",
-                f"prefill over {self.judge.prefill_cap_factor}x the baseline's in {over_cap} of "
-                f"{len(prefill_ratios)} timing runs",
-                tokens_correct=True,
+            rechecks = (
+                self.prefill_over_cap_again(engine, "timing:0", timing.prompt_len, "timing runs")
+                if self.judge.confirm_timing_failures
+                else []
             )
+            if not rechecks or self.all_over_cap(rechecks):
+                raise Outcome(
+                    Verdict.WRONG,
+                    "prefill_cap",
+                    f"prefill over {self.judge.prefill_cap_factor}x the baseline's in {over_cap}"
+                    f" of {len(prefill_ratios)} timing runs"
+                    + (
+                        f" and on all {len(rechecks)} re-checks with fresh prompts"
+                        if rechecks
+                        else ""
+                    ),
+                    tokens_correct=True,
+                )
         tok_s, base_tok_s = statistics.median(cand), statistics.median(base)
         x = tok_s / base_tok_s
         self.metrics.update(

@@ -196,6 +196,7 @@ MUTANTS: dict[str, list[Edit]] = {
     ],
     "b1_slow_3pct": [],  # filled in below
     "b1_slow_1pct": [],
+    "b1_slow_2x": [],
     "read_hidden": [
         (
             MODEL,
@@ -348,6 +349,7 @@ def _b1_slow(fraction: float, label: str) -> list[Edit]:
 
 MUTANTS["b1_slow_3pct"] = _b1_slow(0.03, "3%")
 MUTANTS["b1_slow_1pct"] = _b1_slow(0.01, "1%")
+MUTANTS["b1_slow_2x"] = _b1_slow(1.0, "100%")
 
 
 def _git(repo: Path, *args: str) -> str:
