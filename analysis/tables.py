@@ -1,0 +1,836 @@
+"""Tidy tables from a run directory (or every job of a sweep), one row per thing.
+
+Read only from what a run wrote to disk: ``events.sqlite`` (opened read-only with ``sqlite3``),
+``.hydra/config.yaml`` when the event log holds no config, and ``arms/<arm>/submissions.git`` for
+relays. Nothing here imports ``runner``. Every table starts with ``run_id`` and ``seed`` so the
+jobs of a sweep stack into one table. Times are Unix seconds (``*_at``) and seconds since the
+run started (``t_*_s``). Every table that shows agents carries ``role``, ``agent_kind`` (which says
+``scripted (no model)`` for scripted agents) and ``scripted``. Rows are sorted by the explicit keys
+named below, so building twice gives byte-identical CSV files.
+
+Tables and columns:
+
+``evaluations`` (by run_id, job_id): run_id, seed, arm, agent, role, agent_kind, scripted, job_id,
+    submission_id, commit, verdict, reason, detail, tok_s, baseline_tok_s, x_baseline, b1_ratio,
+    tokens_correct (True: the judge found every token correct, i.e. a PASS or a WRONG it flagged
+    ``tokens_correct``; False: a token mismatch; empty: tokens not checked), near_tie,
+    b1_unresolved, pseudo_agent (the runner's own evaluation: ``champion``, ``confirm`` or
+    ``baseline`` re-judgements, never an agent's work), attempts, enqueued_at, started_at,
+    finished_at, t_enqueued_s, t_start_s, t_end_s, duration_s (judge wall time, ``finished_at -
+    started_at``), queue_wait_s.
+``submissions`` (by run_id, submission_id): run_id, seed, arm, agent, role, agent_kind, scripted,
+    submission_id, request_id, commit, message, at, t_s, job_id, verdict (``not evaluated`` when the
+    judge never scored it), reason, tok_s, x_baseline, t_verdict_s.
+``messages`` (by run_id, message_id): run_id, seed, arm, message_id, author, role, agent_kind,
+    scripted, kind, at, t_s, text, ref_commit (``refs.commit`` if any), refs (JSON), request_id.
+``tokens`` (by run_id, token_id): run_id, seed, arm, agent, role, agent_kind, scripted, token_id,
+    at, t_s, model, input, cache_read, cache_write, output, reasoning, cost_estimate, source.
+``lifecycle`` (by run_id, event_id): run_id, seed, arm, agent, role, agent_kind, scripted, event_id,
+    at, t_s, event, reason, code, restarts, detail (JSON).
+``arms`` (by run_id, arm order of the run): run_id, seed, task, status, arm, agent_kind, scripted,
+    isolation, start, seats, workers, critics, budget_minutes, run_seconds (the agents' phase: run
+    start to the runner's re-judging, else to ``ended_at``, else to the last event of an unfinished
+    run), submissions, evaluations (the agents'), pass, wrong, reject, error, not_evaluated,
+    best_tok_s, best_x_baseline, best_commit, best_agent, time_to_best_s, confirmed_tok_s and
+    confirmed_x_baseline (median of the best's PASSes when re-judged after the deadline),
+    confirm_verdicts, judge_noise_x_sd (standard deviation of x_baseline over the start commit's
+    re-judgements, pooled over arms: the judge's own noise), baseline_tok_s (median of every
+    baseline measurement in the run: one value shared by all arms), judge_evaluations (in the
+    agents' phase: theirs plus any champion re-measurement), judge_seconds, seconds_per_evaluation
+    (judge_seconds / judge_evaluations), full_evaluation_s (median duration of a PASS: every stage
+    ran), judge_capacity, judge_utilisation, mean_queue_wait_s, messages, restarts, exits,
+    token_records, output_tokens, token_cost_per_gain (output tokens per tok/s over
+    ``baseline_tok_s``; empty without token records, inf without gain), relays (PASSes that first
+    took up another agent's PASS, from the submission repository's ancestry; empty without a
+    repository).
+``relays`` (by run_id, arm, to_job, from_job; see ``analysis._git``): run_id, seed, arm, to_job,
+    to_agent, to_commit, to_tok_s, to_t_end_s, from_job, from_agent, from_commit, from_tok_s,
+    from_t_end_s, to_agent_kind, from_agent_kind: a PASS and the other agent's PASS it first built
+    on.
+
+``analysis.report`` adds ``dead_ends`` (columns in ``analysis.report.DEAD_END_COLUMNS``). Files are
+written through Arrow: Parquet keeps the dtypes; in the CSV strings are quoted, booleans are
+``true``/``false`` and a missing value is an empty field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import multiprocessing.context
+import os
+import sqlite3
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import yaml
+
+from analysis import formulas
+from analysis._git import PSEUDO_AGENTS
+
+__all__ = [
+    "COLUMNS",
+    "TABLES",
+    "RunInfo",
+    "Seat",
+    "Tables",
+    "agent_kind_label",
+    "build_tables",
+    "is_run_dir",
+    "is_sweep_dir",
+    "load_run",
+    "load_sweep",
+    "read_run_info",
+    "sweep_jobs",
+    "write_table",
+    "write_tables",
+]
+
+TABLES = ("evaluations", "submissions", "messages", "tokens", "lifecycle", "arms")
+
+_AGENT = ["role", "agent_kind", "scripted"]
+
+
+def _names(text: str) -> list[str]:
+    """Column names written as one space-separated string: long lists stay readable."""
+    return text.split()
+
+
+# Column order of every table (documented in the module docstring).
+COLUMNS: dict[str, list[str]] = {
+    "evaluations": _names(
+        "run_id seed arm agent role agent_kind scripted job_id submission_id commit verdict "
+        "reason detail tok_s baseline_tok_s x_baseline b1_ratio tokens_correct near_tie "
+        "b1_unresolved pseudo_agent attempts enqueued_at started_at finished_at t_enqueued_s "
+        "t_start_s t_end_s duration_s queue_wait_s"
+    ),
+    "submissions": _names(
+        "run_id seed arm agent role agent_kind scripted submission_id request_id commit message "
+        "at t_s job_id verdict reason tok_s x_baseline t_verdict_s"
+    ),
+    "messages": _names(
+        "run_id seed arm message_id author role agent_kind scripted kind at t_s text ref_commit "
+        "refs request_id"
+    ),
+    "tokens": _names(
+        "run_id seed arm agent role agent_kind scripted token_id at t_s model input cache_read "
+        "cache_write output reasoning cost_estimate source"
+    ),
+    "lifecycle": _names(
+        "run_id seed arm agent role agent_kind scripted event_id at t_s event reason code "
+        "restarts detail"
+    ),
+    "arms": _names(
+        "run_id seed task status arm agent_kind scripted isolation start seats workers critics "
+        "budget_minutes run_seconds submissions evaluations pass wrong reject error "
+        "not_evaluated best_tok_s best_x_baseline best_commit best_agent time_to_best_s "
+        "confirmed_tok_s confirmed_x_baseline confirm_verdicts judge_noise_x_sd "
+        "baseline_tok_s judge_evaluations judge_seconds seconds_per_evaluation "
+        "full_evaluation_s judge_capacity judge_utilisation mean_queue_wait_s messages restarts "
+        "exits token_records output_tokens token_cost_per_gain relays"
+    ),
+}
+
+_SORT = {
+    "evaluations": ["run_id", "job_id"],
+    "submissions": ["run_id", "submission_id"],
+    "messages": ["run_id", "message_id"],
+    "tokens": ["run_id", "token_id"],
+    "lifecycle": ["run_id", "event_id"],
+    "relays": ["run_id", "arm", "to_job", "from_job"],
+}
+
+# One SQL read per table; JSON fields are pulled out by SQLite (C) rather than json.loads per row,
+# which is what keeps a million-event log within seconds.
+_SQL = {
+    "evaluations": """
+        SELECT arm, agent, job_id, submission_id, commit_sha AS "commit", verdict, reason, detail,
+            json_extract(metrics, '$.tok_s') AS tok_s,
+            json_extract(metrics, '$.baseline_tok_s') AS baseline_tok_s,
+            json_extract(metrics, '$.x_baseline') AS x_baseline,
+            json_extract(metrics, '$.b1_ratio') AS b1_ratio,
+            json_extract(flags, '$.tokens_correct') AS flag_tokens_correct,
+            json_extract(flags, '$.near_tie') AS near_tie,
+            json_extract(flags, '$.b1_unresolved') AS b1_unresolved,
+            attempts, enqueued_at, started_at, finished_at, queue_wait_s
+        FROM evaluations ORDER BY job_id""",
+    "submissions": """
+        SELECT s.arm, s.agent, s.id AS submission_id, s.request_id, s.commit_sha AS "commit",
+            s.message, s."at", s.job_id, e.verdict, e.reason,
+            json_extract(e.metrics, '$.tok_s') AS tok_s,
+            json_extract(e.metrics, '$.x_baseline') AS x_baseline, e.finished_at
+        FROM submissions s LEFT JOIN evaluations e ON e.job_id = s.job_id ORDER BY s.id""",
+    "messages": """
+        SELECT arm, id AS message_id, author, kind, "at", text,
+            json_extract(refs, '$.commit') AS ref_commit, refs, request_id
+        FROM messages ORDER BY id""",
+    "tokens": """
+        SELECT arm, agent, id AS token_id, "at", model, input, cache_read, cache_write, output,
+            reasoning, cost_estimate, source
+        FROM tokens ORDER BY id""",
+    "lifecycle": """
+        SELECT arm, agent, id AS event_id, "at", event,
+            json_extract(detail, '$.reason') AS reason, json_extract(detail, '$.code') AS code,
+            json_extract(detail, '$.restarts') AS restarts, detail
+        FROM lifecycle ORDER BY id""",
+}
+
+#: From this many rows on, two processes read the event log (see ``_read_all``).
+PARALLEL_ROWS = 200_000
+CONFIRM, BASELINE = "confirm", "baseline"
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One seat of an arm as the run recorded it."""
+
+    arm: str
+    agent: str
+    role: str
+    direction: str | None
+    agent_kind: str
+    scripted: bool
+
+
+@dataclass
+class RunInfo:
+    """What one run's metadata says, with the derived times every table uses."""
+
+    run_dir: Path
+    run_id: str
+    seed: int | None
+    experiment: str
+    task: str
+    status: str
+    started_at: float
+    deadline: float | None
+    ended_at: float | None
+    end_at: float
+    # When the runner began re-judging each arm's best and start (runner/confirm.py), if it did.
+    rechecks_at: float | None
+    budget_minutes: float | None
+    agent_kind: str
+    scripted: bool
+    isolation: str
+    arms: list[str]
+    seats: list[Seat]
+    config: dict[str, Any]
+    meta: dict[str, Any]
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "finished"
+
+    @property
+    def run_seconds(self) -> float:
+        """The agents' part of the run: start to the re-judging (or to the end)."""
+        end = self.rechecks_at if self.rechecks_at is not None else self.end_at
+        return max(end - self.started_at, 0.0)
+
+    def start_commit(self, arm: str) -> str | None:
+        """The commit the arm started from (``arm.json``; else the run's ``start_commit``)."""
+        path = self.run_dir / "arms" / arm / "arm.json"
+        if path.is_file():
+            try:
+                commit = json.loads(path.read_text()).get("commit")
+            except (OSError, ValueError):
+                commit = None
+            if commit:
+                return str(commit)
+        value = self.meta.get("start_commit")
+        return str(value) if value else None
+
+    @property
+    def target_x_baseline(self) -> float | None:
+        spec = (self.config.get("task") or {}).get("spec") or {}
+        value = spec.get("target_x_baseline")
+        return float(value) if value is not None else None
+
+
+@dataclass
+class Tables:
+    """The six tidy tables of one run or a whole sweep, with each run's facts."""
+
+    runs: list[RunInfo]
+    evaluations: pd.DataFrame
+    submissions: pd.DataFrame
+    messages: pd.DataFrame
+    tokens: pd.DataFrame
+    lifecycle: pd.DataFrame
+    arms: pd.DataFrame
+    # One row per relay (see ``analysis._git``); empty when git was not asked or found nothing.
+    relays: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Jobs of a sweep that left no event log at all (they failed before the run started).
+    missing: list[Path] = field(default_factory=list)
+
+    def items(self) -> Iterator[tuple[str, pd.DataFrame]]:
+        for name in TABLES:
+            yield name, getattr(self, name)
+
+
+# -- finding runs ----------------------------------------------------------------------------
+
+
+def is_run_dir(path: Path) -> bool:
+    """True if ``path`` holds a run's event log."""
+    return (Path(path) / "events.sqlite").is_file()
+
+
+def _is_job(path: Path) -> bool:
+    return (
+        (path / "events.sqlite").is_file()
+        or (path / ".hydra" / "config.yaml").is_file()
+        or (path / "job.json").is_file()
+    )
+
+
+def sweep_jobs(path: Path) -> list[Path]:
+    """The job folders of a Hydra multirun directory, sorted (empty if ``path`` is no sweep).
+
+    A job folder holds an event log, a ``.hydra/config.yaml`` or the runner's ``job.json``; an
+    override with a ``/`` nests it deeper, so folders are walked down to the first job folder.
+    """
+    path = Path(path)
+    if not path.is_dir() or is_run_dir(path):
+        return []
+    jobs = []
+    stack = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    while stack:
+        folder = stack.pop()
+        if _is_job(folder):
+            jobs.append(folder)
+        elif folder.name != "analysis":  # our own output is never a job
+            stack.extend(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not jobs or not ((path / "multirun.yaml").is_file() or any(map(is_run_dir, jobs))):
+        return []
+    return sorted(jobs)
+
+
+def is_sweep_dir(path: Path) -> bool:
+    """True if ``path`` is a sweep: job folders under a ``multirun.yaml`` (or with event logs)."""
+    return bool(sweep_jobs(path))
+
+
+@contextmanager
+def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
+    """Open an event log for reading without ever writing to it (or to its folder)."""
+    try:
+        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        db.execute("SELECT 1 FROM meta LIMIT 1")
+    except sqlite3.OperationalError:
+        # A WAL file in a read-only folder whose -shm cannot be created: read it as a snapshot.
+        db = sqlite3.connect(f"file:{db_path}?mode=ro&immutable=1", uri=True)
+    with closing(db):
+        yield db
+
+
+def agent_kind_label(kind: str, scripted: bool) -> str:
+    """The ``agent_kind`` every table shows: scripted agents say plainly that no model ran."""
+    if not scripted:
+        return kind
+    return "scripted (no model)" if kind == "scripted" else f"{kind} (scripted, no model)"
+
+
+def _config(run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    config = meta.get("config")
+    if isinstance(config, dict):
+        return config
+    saved = run_dir / ".hydra" / "config.yaml"
+    if saved.is_file():
+        loaded = yaml.safe_load(saved.read_text())
+        return loaded if isinstance(loaded, dict) else {}
+    return {}
+
+
+def _seats(meta: dict[str, Any], config: dict[str, Any], kind: str, scripted: bool) -> list[Seat]:
+    seats: list[Seat] = []
+    arms_cfg = config.get("arms") or {}
+    for arm, rows in (meta.get("seats") or {}).items():
+        cfg_seats = {s.get("name"): s for s in (arms_cfg.get(arm) or {}).get("seats") or []}
+        for row in rows:
+            name, role, direction = [*row, None, None, None][:3]
+            own = cfg_seats.get(name) or {}
+            # A seat may name its own agent kind (mixed arms); otherwise the run's applies.
+            seat_kind = str(own.get("kind") or own.get("agent") or kind)
+            seat_scripted = bool(own.get("scripted", scripted))
+            seats.append(
+                Seat(
+                    arm=arm,
+                    agent=str(name),
+                    role=str(role or "worker"),
+                    direction=direction,
+                    agent_kind=agent_kind_label(seat_kind, seat_scripted),
+                    scripted=seat_scripted,
+                )
+            )
+    return seats
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if value is not None else None
+
+
+def read_run_info(run_dir: Path) -> RunInfo:
+    """The metadata of one run, with its end time (``ended_at`` or, unfinished, the last event)."""
+    run_dir = Path(run_dir)
+    with _read_only(run_dir / "events.sqlite") as db:
+        meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+        last = db.execute(
+            "SELECT max(m) FROM (SELECT max(finished_at) AS m FROM evaluations"
+            ' UNION ALL SELECT max("at") FROM submissions UNION ALL SELECT max("at") FROM'
+            ' messages UNION ALL SELECT max("at") FROM lifecycle UNION ALL'
+            ' SELECT max("at") FROM tokens)'
+        ).fetchone()[0]
+    config = _config(run_dir, meta)
+    started = float(meta.get("started_at") or last or 0.0)
+    ended = meta.get("ended_at")
+    end_at = float(ended) if ended is not None else float(last or started)
+    kind = str(meta.get("agent_kind") or (config.get("agent") or {}).get("kind") or "unknown")
+    scripted = bool(meta.get("scripted", (config.get("agent") or {}).get("scripted", False)))
+    arms = list(meta.get("arms") or (config.get("arms") or {}).keys())
+    budget = meta.get("budget_minutes", (config.get("budget") or {}).get("minutes"))
+    seed = meta.get("seed", config.get("seed"))
+    return RunInfo(
+        run_dir=run_dir,
+        run_id=str(meta.get("run_id") or run_dir.name),
+        seed=int(seed) if seed is not None else None,
+        experiment=str(meta.get("experiment") or config.get("experiment") or "unknown"),
+        task=str(meta.get("task") or (config.get("task") or {}).get("name") or "unknown"),
+        status=str(meta.get("status") or "unknown"),
+        started_at=started,
+        deadline=float(meta["deadline"]) if meta.get("deadline") is not None else None,
+        ended_at=float(ended) if ended is not None else None,
+        end_at=end_at,
+        rechecks_at=_float(meta.get("rechecks_started_at")),
+        budget_minutes=float(budget) if budget is not None else None,
+        agent_kind=agent_kind_label(kind, scripted),
+        scripted=scripted,
+        isolation=str(
+            meta.get("isolation") or (config.get("isolation") or {}).get("backend") or "unknown"
+        ),
+        arms=arms,
+        seats=_seats(meta, config, kind, scripted),
+        config=config,
+        meta=meta,
+    )
+
+
+# -- building the tables ---------------------------------------------------------------------
+
+
+# Columns that are numbers even when a table is empty or a column holds only NULLs (pandas would
+# make them objects, and arithmetic on them would fail).
+_NUMERIC = set(
+    _names(
+        "at enqueued_at started_at finished_at queue_wait_s tok_s baseline_tok_s x_baseline "
+        "b1_ratio flag_tokens_correct near_tie b1_unresolved attempts job_id submission_id "
+        "message_id token_id event_id input cache_read cache_write output reasoning "
+        "cost_estimate code restarts"
+    )
+)
+
+
+def _read(db: sqlite3.Connection, name: str) -> pd.DataFrame:
+    cursor = db.execute(_SQL[name])
+    names = [d[0] for d in cursor.description]
+    df = pd.DataFrame.from_records(cursor.fetchall(), columns=names)
+    for col in names:
+        if col in _NUMERIC and df[col].dtype == object:
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    return df
+
+
+def _read_some(db_path: Path, names: list[str]) -> dict[str, pd.DataFrame]:
+    with _read_only(db_path) as db:
+        return {name: _read(db, name) for name in names}
+
+
+def _read_all(db_path: Path) -> dict[str, pd.DataFrame]:
+    """Every table's rows, one SQL read each; a large log is read by two processes at once.
+
+    Turning SQLite rows into Python objects is most of the cost and holds the GIL, so threads
+    do not help; a forked helper reads about half the rows while this process reads the rest.
+    """
+    with _read_only(db_path) as db:
+        sizes = {n: db.execute(f"SELECT count(*) FROM {n}").fetchone()[0] for n in _SQL}
+    context = _fork_context()
+    if sum(sizes.values()) < PARALLEL_ROWS or context is None:
+        return _read_some(db_path, list(_SQL))
+    mine: list[str] = []
+    theirs: list[str] = []
+    for name in sorted(sizes, key=lambda n: -sizes[n]):  # greedy: the lighter share gets it
+        share = mine if sum(sizes[n] for n in mine) <= sum(sizes[n] for n in theirs) else theirs
+        share.append(name)
+    try:
+        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+            helper = pool.submit(_read_some, db_path, theirs)
+            frames = _read_some(db_path, mine)
+            frames.update(helper.result())
+    except (OSError, BrokenProcessPool):
+        return _read_some(db_path, list(_SQL))
+    return frames
+
+
+def _fork_context() -> multiprocessing.context.BaseContext | None:
+    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return multiprocessing.get_context("fork")
+
+
+def _with_agents(df: pd.DataFrame, info: RunInfo, key: str = "agent") -> pd.DataFrame:
+    """Add run_id, seed, role, agent_kind and scripted by (arm, agent)."""
+    seats = pd.DataFrame(
+        [(s.arm, s.agent, s.role, s.agent_kind, s.scripted) for s in info.seats]
+        + [
+            (arm, name, name, kind, False)
+            for arm in info.arms
+            for name, kind in PSEUDO_AGENTS.items()
+        ],
+        columns=["arm", key, *_AGENT],
+    ).drop_duplicates(["arm", key])
+    out = df.merge(seats, on=["arm", key], how="left", sort=False)
+    # An author the seats do not know (e.g. the runner itself) is shown as such, never guessed.
+    out["role"] = out["role"].fillna("unknown")
+    out["agent_kind"] = out["agent_kind"].fillna("unknown")
+    out["scripted"] = out["scripted"].fillna(False).astype(bool)
+    out.insert(0, "seed", pd.array([info.seed] * len(out), dtype="Int64"))
+    out.insert(0, "run_id", info.run_id)
+    return out
+
+
+def _flag(values: pd.Series) -> pd.Series:
+    return values.fillna(0).astype(int).astype(bool)
+
+
+def _evaluations(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
+    df = _with_agents(raw, info)
+    t0 = info.started_at
+    verdict = df["verdict"].astype(str)
+    tokens = pd.array([pd.NA] * len(df), dtype="boolean")
+    tokens[(verdict == "PASS").to_numpy()] = True
+    tokens[(df["reason"].isin(["mismatch", "alternating"]) & (verdict == "WRONG")).to_numpy()] = (
+        False
+    )
+    flagged = df["flag_tokens_correct"].notna().to_numpy()
+    tokens[flagged] = df.loc[flagged, "flag_tokens_correct"].astype(int).astype(bool).to_numpy()
+    df["tokens_correct"] = tokens
+    df["near_tie"] = _flag(df["near_tie"])
+    df["b1_unresolved"] = _flag(df["b1_unresolved"])
+    df["pseudo_agent"] = df["agent"].isin(list(PSEUDO_AGENTS))
+    df["t_enqueued_s"] = df["enqueued_at"] - t0
+    df["t_start_s"] = df["started_at"] - t0
+    df["t_end_s"] = df["finished_at"] - t0
+    df["duration_s"] = df["finished_at"] - df["started_at"]
+    df["submission_id"] = df["submission_id"].astype("Int64")
+    for col in ("tok_s", "baseline_tok_s", "x_baseline", "b1_ratio"):
+        df[col] = df[col].astype(float)
+    return df[COLUMNS["evaluations"]]
+
+
+def _submissions(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
+    df = _with_agents(raw, info)
+    df["t_s"] = df["at"] - info.started_at
+    df["verdict"] = df["verdict"].fillna("not evaluated")
+    df["reason"] = df["reason"].fillna("")
+    df["t_verdict_s"] = df["finished_at"].astype(float) - info.started_at
+    df["job_id"] = df["job_id"].astype("Int64")
+    for col in ("tok_s", "x_baseline"):
+        df[col] = df[col].astype(float)
+    return df[COLUMNS["submissions"]]
+
+
+def _messages(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
+    df = _with_agents(raw, info, key="author")
+    df["t_s"] = df["at"] - info.started_at
+    return df[COLUMNS["messages"]]
+
+
+def _tokens(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
+    df = _with_agents(raw, info)
+    df["t_s"] = df["at"] - info.started_at
+    df["cost_estimate"] = df["cost_estimate"].astype(float)
+    return df[COLUMNS["tokens"]]
+
+
+def _lifecycle(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
+    df = _with_agents(raw, info)
+    df["t_s"] = df["at"] - info.started_at
+    df["reason"] = df["reason"].astype(object).where(df["reason"].notna(), None)
+    df["code"] = pd.to_numeric(df["code"], errors="coerce").astype("Int64")
+    df["restarts"] = pd.to_numeric(df["restarts"], errors="coerce").astype("Int64")
+    return df[COLUMNS["lifecycle"]]
+
+
+def _median(values: pd.Series) -> float | None:
+    values = values.dropna()
+    return float(values.median()) if len(values) else None
+
+
+def _arms(
+    info: RunInfo,
+    evaluations: pd.DataFrame,
+    submissions: pd.DataFrame,
+    messages: pd.DataFrame,
+    tokens: pd.DataFrame,
+    lifecycle: pd.DataFrame,
+    relays: dict[str, int] | None,
+) -> pd.DataFrame:
+    baseline = _median(evaluations["baseline_tok_s"])
+    run_seconds = info.run_seconds
+    # The judge's own noise: the start commit re-judged again and again, pooled over arms.
+    again = evaluations[(evaluations["agent"] == BASELINE) & (evaluations["verdict"] == "PASS")]
+    again = again["x_baseline"].dropna()
+    noise = float(again.std(ddof=1)) if len(again) >= 2 else None
+    arms_cfg = info.config.get("arms") or {}
+    # Grouped once per table, then looked up per arm: the arm count is tiny, the tables are not.
+    by_arm = {
+        name: dict(tuple(df.groupby("arm", sort=False)))
+        for name, df in (
+            ("evaluations", evaluations),
+            ("submissions", submissions),
+            ("tokens", tokens),
+            ("lifecycle", lifecycle),
+        )
+    }
+    message_counts = messages.groupby("arm", sort=False).size()
+    empty = {
+        name: df.iloc[0:0]
+        for name, df in (
+            ("evaluations", evaluations),
+            ("submissions", submissions),
+            ("tokens", tokens),
+            ("lifecycle", lifecycle),
+        )
+    }
+    rows = []
+    for arm in info.arms:
+        ev = by_arm["evaluations"].get(arm, empty["evaluations"])
+        sub = by_arm["submissions"].get(arm, empty["submissions"])
+        tok = by_arm["tokens"].get(arm, empty["tokens"])
+        life = by_arm["lifecycle"].get(arm, empty["lifecycle"])
+        seats = [s for s in info.seats if s.arm == arm]
+        mine = ev[~ev["pseudo_agent"]]
+        verdicts = mine["verdict"].value_counts()
+        passes = mine[mine["verdict"] == "PASS"].dropna(subset=["tok_s"])
+        best = passes.loc[passes["tok_s"].idxmax()] if len(passes) else None
+        # Formula one covers the agents' phase: the re-judging after it is the runner's.
+        phase = ev[~ev["agent"].isin([CONFIRM, BASELINE])]
+        judge_n = len(phase)
+        judge_s = float(phase["duration_s"].sum())
+        confirms = ev[ev["agent"] == CONFIRM].sort_values("job_id")
+        confirmed = confirms[confirms["verdict"] == "PASS"]
+        per_eval = judge_s / judge_n if judge_n else None
+        capacity = utilisation = None
+        if per_eval and run_seconds > 0:
+            capacity = formulas.judge_capacity(run_seconds, per_eval)
+            utilisation = formulas.judge_utilisation(judge_n, per_eval, run_seconds)
+        evaluated = set(mine["job_id"])
+        own_subs = sub[~sub["agent"].isin(list(PSEUDO_AGENTS))]
+        output_tokens = int(tok["output"].sum()) if len(tok) else None
+        cost = None
+        if output_tokens is not None and best is not None and baseline is not None:
+            cost = formulas.token_cost_per_gain(output_tokens, float(best["tok_s"]), baseline)
+        kinds = sorted({s.agent_kind for s in seats}) or [info.agent_kind]
+        rows.append(
+            {
+                "run_id": info.run_id,
+                "seed": info.seed,
+                "task": info.task,
+                "status": info.status,
+                "arm": arm,
+                "agent_kind": ", ".join(kinds),
+                "scripted": all(s.scripted for s in seats) if seats else info.scripted,
+                "isolation": "local (NOT isolated)"
+                if info.isolation == "local"
+                else info.isolation,
+                "start": str((arms_cfg.get(arm) or {}).get("start") or "master"),
+                "seats": len(seats),
+                "workers": sum(s.role == "worker" for s in seats),
+                "critics": sum(s.role == "critic" for s in seats),
+                "budget_minutes": info.budget_minutes,
+                "run_seconds": run_seconds,
+                "submissions": len(own_subs),
+                "evaluations": len(mine),
+                "pass": int(verdicts.get("PASS", 0)),
+                "wrong": int(verdicts.get("WRONG", 0)),
+                "reject": int(verdicts.get("REJECT", 0)),
+                "error": int(verdicts.get("ERROR", 0)),
+                "not_evaluated": int((~own_subs["job_id"].isin(evaluated)).sum()),
+                "best_tok_s": float(best["tok_s"]) if best is not None else None,
+                "best_x_baseline": float(best["x_baseline"]) if best is not None else None,
+                "best_commit": str(best["commit"]) if best is not None else None,
+                "best_agent": str(best["agent"]) if best is not None else None,
+                "time_to_best_s": float(best["t_end_s"]) if best is not None else None,
+                "confirmed_tok_s": _median(confirmed["tok_s"]),
+                "confirmed_x_baseline": _median(confirmed["x_baseline"]),
+                "confirm_verdicts": ",".join(confirms["verdict"]),
+                "judge_noise_x_sd": noise,
+                "baseline_tok_s": baseline,
+                "judge_evaluations": judge_n,
+                "judge_seconds": judge_s,
+                "seconds_per_evaluation": per_eval,
+                "full_evaluation_s": _median(phase.loc[phase["verdict"] == "PASS", "duration_s"]),
+                "judge_capacity": capacity,
+                "judge_utilisation": utilisation,
+                "mean_queue_wait_s": float(mine["queue_wait_s"].mean()) if len(mine) else None,
+                "messages": int(message_counts.get(arm, 0)),
+                "restarts": int((life["event"] == "restarted").sum()),
+                "exits": int((life["event"] == "exited").sum()),
+                "token_records": len(tok),
+                "output_tokens": output_tokens,
+                "token_cost_per_gain": cost,
+                "relays": (relays or {}).get(arm) if relays is not None else None,
+            }
+        )
+    df = pd.DataFrame(rows, columns=COLUMNS["arms"])
+    for col in ("seed", "output_tokens", "relays"):
+        df[col] = df[col].astype("Int64")
+    floats = _names(
+        "best_tok_s best_x_baseline time_to_best_s baseline_tok_s confirmed_tok_s "
+        "confirmed_x_baseline judge_noise_x_sd seconds_per_evaluation full_evaluation_s "
+        "judge_capacity judge_utilisation mean_queue_wait_s token_cost_per_gain budget_minutes"
+    )
+    for col in floats:
+        df[col] = df[col].astype(float)
+    return df
+
+
+def load_run(run_dir: Path, *, git: bool = True) -> Tables:
+    """Build the six tables of one run from its directory alone.
+
+    Args:
+        run_dir: A run directory (holds ``events.sqlite``).
+        git: Count relays from ``arms/<arm>/submissions.git`` (one ``git log`` per arm).
+
+    Returns:
+        The tables, with the run's facts in ``runs``.
+    """
+    run_dir = Path(run_dir)
+    info = read_run_info(run_dir)
+    raw = _read_all(run_dir / "events.sqlite")
+    evaluations = _evaluations(raw["evaluations"], info)
+    submissions = _submissions(raw["submissions"], info)
+    messages = _messages(raw["messages"], info)
+    tokens = _tokens(raw["tokens"], info)
+    lifecycle = _lifecycle(raw["lifecycle"], info)
+    from analysis._git import RELAY_COLUMNS, relay_table
+
+    relays = None
+    frames = [pd.DataFrame(columns=RELAY_COLUMNS)]
+    if git:
+        relays = {}
+        for arm in info.arms:
+            repo = run_dir / "arms" / arm / "submissions.git"
+            if repo.is_dir():
+                ours = evaluations[evaluations["arm"] == arm]
+                edges = relay_table(repo, ours, start=info.start_commit(arm))
+                relays[arm] = int(edges["to_job"].nunique()) if len(edges) else 0
+                frames.append(edges)
+    edges = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
+    edges.insert(0, "seed", pd.array([info.seed] * len(edges), dtype="Int64"))
+    edges.insert(0, "run_id", info.run_id)
+    kinds = {(s.arm, s.agent): s.agent_kind for s in info.seats}
+    for side in ("to", "from"):
+        edges[f"{side}_agent_kind"] = [
+            kinds.get(key, "unknown")
+            for key in zip(edges["arm"], edges[f"{side}_agent"], strict=True)
+        ]
+    arms = _arms(info, evaluations, submissions, messages, tokens, lifecycle, relays)
+    return Tables(
+        relays=edges,
+        runs=[info],
+        evaluations=evaluations,
+        submissions=submissions,
+        messages=messages,
+        tokens=tokens,
+        lifecycle=lifecycle,
+        arms=arms,
+    )
+
+
+def load_sweep(sweep_dir: Path, *, git: bool = True) -> Tables:
+    """Stack the tables of every job of a sweep (jobs without an event log are listed apart)."""
+    loaded = []
+    missing = []
+    for job in sweep_jobs(Path(sweep_dir)):
+        if is_run_dir(job):
+            loaded.append(load_run(job, git=git))
+        else:
+            missing.append(job)
+    if not loaded:
+        raise FileNotFoundError(f"{sweep_dir}: no job of this sweep left an event log")
+    # Seed then run id: the order a reader scans a sweep in, stable across rebuilds.
+    loaded.sort(
+        key=lambda t: (t.runs[0].seed if t.runs[0].seed is not None else math.inf, t.runs[0].run_id)
+    )
+    frames = {
+        name: pd.concat([getattr(t, name) for t in loaded], ignore_index=True)
+        for name in (*TABLES, "relays")
+    }
+    return Tables(runs=[t.runs[0] for t in loaded], missing=missing, **frames)
+
+
+def build_tables(path: Path, *, git: bool = True) -> Tables:
+    """The tables of a run directory or of every job of a sweep directory.
+
+    Raises:
+        FileNotFoundError: ``path`` is neither a run nor a sweep.
+    """
+    path = Path(path)
+    if is_run_dir(path):
+        return load_run(path, git=git)
+    if is_sweep_dir(path):
+        return load_sweep(path, git=git)
+    raise FileNotFoundError(
+        f"{path}: neither a run directory (no events.sqlite) nor a sweep (no multirun.yaml"
+        " with job folders)"
+    )
+
+
+def write_tables(tables: Tables, out_dir: Path) -> list[Path]:
+    """Write every table as Parquet and CSV into ``out_dir``; returns the paths written.
+
+    Rows are sorted by each table's keys, so the same input gives byte-identical files. Both
+    files come from one Arrow table through Arrow's own writers (the CSV: strings quoted,
+    booleans ``true``/``false``, missing values empty), which run outside the GIL and several
+    times faster than pandas' CSV writer; the tables are written in parallel threads.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = [*tables.items(), ("relays", tables.relays)]
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        done = pool.map(lambda job: write_table(job[1], out_dir, job[0]), jobs)
+        return [path for pair in done for path in pair]
+
+
+def write_table(df: pd.DataFrame, out_dir: Path, name: str) -> tuple[Path, Path]:
+    """One table as ``name.parquet`` and ``name.csv`` in ``out_dir`` (sorted by its keys)."""
+    if name in _SORT and set(_SORT[name]) <= set(df.columns):
+        df = df.sort_values(_SORT[name], kind="stable", ignore_index=True)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    parquet, csv = out_dir / f"{name}.parquet", out_dir / f"{name}.csv"
+    pq.write_table(table, parquet)
+    pacsv.write_csv(table, csv, write_options=pacsv.WriteOptions(quoting_style="needed"))
+    return parquet, csv
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A float for a finite number; None for NA, NaN and infinities (what tables print as -)."""
+    if value is None or value is pd.NA:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if np.isfinite(number) else None

@@ -1,0 +1,233 @@
+"""``python -m analysis.report DIR`` on fixture runs and sweeps (see conftest)."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import pandas as pd
+import pytest
+
+import analysis
+from analysis.report import _across_seeds, main, not_solid
+from analysis.tables import build_tables
+from runner.events import EventLog
+
+from .conftest import copy_run
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _report(path: Path) -> str:
+    return (path / "analysis" / "report.md").read_text()
+
+
+def _section(text: str, title: str) -> str:
+    body = text.split(f"## {title}\n", 1)[1]
+    return body.split("\n## ", 1)[0]
+
+
+def _pngs(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((path / "analysis" / "figures").glob("*.png"))}
+
+
+@pytest.fixture(scope="module")
+def built(template_run, tmp_path_factory):
+    """One report build shared by the tests that only read it (a build draws four figures)."""
+    run = copy_run(template_run, tmp_path_factory.mktemp("built") / "run")
+    assert main([str(run.path)]) == 0
+    return run
+
+
+def test_report_has_every_section_with_measured_values(built):
+    text = _report(built.path)
+    assert text.startswith("# Report: swarm_vs_solo, decode_cpu, seed 0")
+    assert "INCOMPLETE" not in text
+    for title in (
+        "Run",
+        "Arms",
+        "The formulas, measured",
+        "Figures",
+        "Relay graph",
+        "Dead-end ledger",
+        "What is not solid",
+        "Tables",
+    ):
+        assert f"\n## {title}\n" in text, title
+    formulas = _section(text, "The formulas, measured")
+    assert "judge capacity = 100.0 s / 6.68 s per evaluation = 15.0 evaluations" in formulas
+    assert "judge utilisation = 6 × 6.68 s / 100.0 s = 40%" in formulas
+    assert "judge capacity = 100.0 s / 10.00 s per evaluation = 10.0 evaluations" in formulas
+    assert "No token records" in formulas
+    arms = _section(text, "Arms")
+    assert arms.count("scripted (no model)") == 2 and "no token records" in arms
+
+
+def test_relays_and_dead_ends_are_reported(built):
+    text = _report(built.path)
+    c = built.commits
+    relays = _section(text, "Relay graph")
+    assert f"w1 `{c['c1'][:10]}`" in relays and f"w2 `{c['c2'][:10]}`" in relays
+    assert "Relays per arm: swarm 1, solo 0." in relays
+    ledger = _section(text, "Dead-end ledger")
+    assert f"{c['c4'][:10]} {c['c5'][:10]}" in ledger  # one direction, two commits
+    assert "REJECT frozen_zone; WRONG mismatch" in ledger
+    assert "engine.py: head" in ledger and "c5 is a dead end" in ledger
+    assert c["s2"][:10] in ledger and c["s3"][:10] not in ledger
+    dead = pd.read_csv(built.path / "analysis" / "tables" / "dead_ends.csv")
+    assert list(zip(dead["arm"], dead["agent"], strict=True)) == [
+        ("swarm", "w2"),
+        ("swarm", "w1"),
+        ("solo", "w1"),
+    ]
+
+
+def test_not_solid_is_drawn_from_the_data(built):
+    solid = _section(_report(built.path), "What is not solid")
+    c = built.commits
+    assert "One seed (seed 0)" in solid
+    assert "The agents are scripted" in solid
+    assert "1 WRONG verdict(s) with every token correct" in solid and c["c3"][:10] in solid
+    assert "flagged `near_tie`" in solid and "flagged `b1_unresolved`" in solid
+    assert "swarm/w1 exited before the deadline 1 time(s)" in solid
+    assert "swarm/critic idled 99.0 s" in solid and "solo/w1 idled" not in solid
+    assert "1 submission(s) were never evaluated" in solid
+    assert "Timing noise" in solid and "Noise is larger than the gap" not in solid
+    assert "seat counts differ: swarm 3, solo 1" in solid
+    assert "Arms differ" not in solid
+
+
+def test_figures_are_valid_pngs(built):
+    figures = _pngs(built.path)
+    assert set(figures) == {
+        "best_so_far.png",
+        "judge_timeline.png",
+        "verdict_mix.png",
+        "agent_activity.png",
+    }
+    for name, data in figures.items():
+        assert data.startswith(PNG), name
+        image = mpimg.imread(built.path / "analysis" / "figures" / name)
+        assert image.shape[0] > 200 and image.shape[1] > 400, name
+        assert image.std() > 0.01, name  # not a blank canvas
+    text = _report(built.path)
+    for name in figures:
+        assert f"(figures/{name})" in text
+    assert "*Token cost per arm*: not drawn: no token records" in text
+
+
+def test_rebuilt_twice_byte_for_byte(built, capsys):
+    # Built again in place, over its own output (the figures, report and tables all compared).
+    tables = built.path / "analysis" / "tables"
+    first = {p.name: p.read_bytes() for p in sorted(tables.iterdir())}
+    report, figures = _report(built.path), _pngs(built.path)
+    assert main([str(built.path)]) == 0
+    assert {p.name: p.read_bytes() for p in sorted(tables.iterdir())} == first
+    assert _report(built.path) == report and _pngs(built.path) == figures
+    assert len(first) == 16  # six tables, relays and dead ends, each as CSV and Parquet
+
+
+def test_token_records_give_formula_two_and_a_figure(run_factory, capsys):
+    run = run_factory(tokens=True)
+    assert main([str(run.path)]) == 0
+    text = _report(run.path)
+    formulas = _section(text, "The formulas, measured")
+    assert "2,000 ÷ (160.00 − 100.00) = 33 output tokens per tok/s" in formulas
+    assert "1,000 ÷ (140.00 − 100.00) = 25 output tokens per tok/s" in formulas
+    assert "(2,000 − 1,000) ÷ (160.00 − 140.00) = 50 output tokens per extra tok/s" in formulas
+    assert "token_cost.png" in _pngs(run.path)
+
+
+def test_asymmetric_arms_are_flagged(run_factory):
+    tables = build_tables(run_factory(solo_prompt="never busy-poll").path, git=False)
+    solid = "\n".join(not_solid(tables, tables.runs[0]))
+    assert "Arms differ in `prompt`" in solid and "never busy-poll" in solid
+
+
+def test_incomplete_run_is_reported_and_marked(run_factory, capsys):
+    run = run_factory(status="interrupted")
+    assert main([str(run.path)]) == 0
+    text = _report(run.path)
+    assert text.splitlines()[2].startswith("> **INCOMPLETE**")
+    assert "**INCOMPLETE**: the run's status is `interrupted`" in text
+    assert "## Dead-end ledger" in text and (run.path / "analysis" / "figures").is_dir()
+
+
+def test_neither_run_nor_sweep_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("hello")
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "neither a run directory" in err
+    assert not (tmp_path / "analysis").exists()
+    assert main([str(tmp_path / "missing")]) == 2
+
+
+def test_corrupt_event_log_is_bad_input(tmp_path, capsys):
+    (tmp_path / "events.sqlite").write_bytes(b"not a database at all" * 100)
+    assert main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_sweep_report(sweep_dir, capsys):
+    assert main([str(sweep_dir)]) == 0
+    text = _report(sweep_dir)
+    assert text.startswith("# Sweep report: swarm_vs_solo, decode_cpu, 2 job(s)")
+    assert "> **INCOMPLETE**: 0 job(s) did not finish and 1 left no event log." in text
+    assert "Job `seed=3` left no event log" in text
+    assert "## Across seeds" in text and "One seed" not in text
+    assert "seed 1, 2: The agents are scripted" in text
+    figures = _pngs(sweep_dir)
+    assert "seeds_best.png" in figures and "agent_activity.png" not in figures
+    arms = pd.read_csv(sweep_dir / "analysis" / "tables" / "arms.csv")
+    assert list(arms.columns[:2]) == ["run_id", "seed"] and arms["seed"].tolist() == [1, 1, 2, 2]
+
+
+@pytest.mark.filterwarnings("ignore:'analysis.report' found in sys.modules:RuntimeWarning")
+def test_module_entry_point(tmp_path, monkeypatch, capsys):
+    # ``python -m analysis.report DIR`` in-process: the __main__ guard, argv and exit status.
+    monkeypatch.setattr(sys, "argv", ["analysis.report", str(tmp_path / "nope")])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_module("analysis.report", run_name="__main__")
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith("analysis.report: ")
+
+
+def test_across_seeds_without_the_sweep_module(sweep_dir, monkeypatch):
+    # The aggregate belongs to analysis.sweep; without it the report computes its own.
+    monkeypatch.setitem(sys.modules, "analysis.sweep", None)
+    monkeypatch.delattr(analysis, "sweep", raising=False)
+    tables = build_tables(sweep_dir, git=False)
+    text = "\n".join(_across_seeds(tables, sweep_dir))
+    assert "`analysis.sweep` unavailable" in text
+    assert "**swarm**: best tok/s over 2 seed(s): median 160.0" in text
+    assert "**swarm vs solo**: cannot_tell." in text
+
+
+def test_rechecks_give_the_noise_yardstick_and_the_honest_best(run_factory):
+    tables = build_tables(run_factory(rechecks=True).path)
+    solid = "\n".join(not_solid(tables, tables.runs[0]))
+    assert "the start commit re-judged gives σ = 0.033× the baseline" in solid
+    assert (
+        "swarm's best (160.0 tok/s, 1.63×) re-judged 2 time(s): PASS, PASS; median 152.5" in solid
+    )
+    assert "solo's best" in solid and "did not hold up when judged again" in solid
+    assert "Noise is larger than the gap" not in solid  # 1.525 vs 1.38: 0.145 > 2σ = 0.065
+    assert "finished after the deadline" not in solid  # the re-judging is not the agents' drain
+
+
+def test_run_killed_before_any_verdict(tmp_path, capsys):
+    events = EventLog(tmp_path / "events.sqlite")
+    seats = {"swarm": [["w1", "worker", None]]}
+    events.set_meta(
+        run_id="early", arms=["swarm"], seats=seats, started_at=time.time() - 60, status="running"
+    )
+    events.add_submission("swarm", "w1", "r1", "0" * 40)
+    assert main([str(tmp_path)]) == 0
+    text = _report(tmp_path)
+    assert "> **INCOMPLETE**" in text and "no evaluations, nothing to measure" in text
+    assert "*The judge's timeline*: not drawn: no evaluations" in text
+    assert "Only one arm (`swarm`): no control" in text
+    assert "1 submission(s) were never evaluated" in text

@@ -1,0 +1,209 @@
+"""Tidy tables, relays and dead ends from a fixture run (see conftest for what it holds)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from analysis._git import CommitGraph, dead_ends, relay_table
+from analysis.tables import COLUMNS, TABLES, build_tables, write_tables
+
+from .conftest import RUN_S
+
+
+def test_one_row_per_thing_with_explicit_columns(fixture_run):
+    tables = build_tables(fixture_run.path)
+    sizes = {name: len(df) for name, df in tables.items()}
+    assert sizes == {
+        "evaluations": 9,
+        "submissions": 10,
+        "messages": 2,
+        "tokens": 0,
+        "lifecycle": 6,
+        "arms": 2,
+    }
+    for name, df in tables.items():
+        assert list(df.columns) == COLUMNS[name], name
+        assert set(df["run_id"]) <= {"fixture-0"} and (df["seed"] == 0).all()
+    for name in ("evaluations", "submissions", "messages", "tokens", "lifecycle"):
+        kinds = set(getattr(tables, name)["agent_kind"])
+        assert kinds <= {"scripted (no model)"}, (name, kinds)
+    assert set(tables.arms["agent_kind"]) == {"scripted (no model)"}
+    critic = tables.messages[tables.messages["author"] == "critic"]
+    assert critic["role"].tolist() == ["critic"]
+
+
+def test_evaluation_flags_and_times(fixture_run):
+    ev = build_tables(fixture_run.path).evaluations.set_index("commit")
+    c = fixture_run.commits
+    assert ev.loc[c["c3"], "verdict"] == "WRONG" and bool(ev.loc[c["c3"], "tokens_correct"])
+    assert not pd.isna(ev.loc[c["c5"], "tokens_correct"])
+    assert not ev.loc[c["c5"], "tokens_correct"] and bool(ev.loc[c["c5"], "near_tie"])
+    assert pd.isna(ev.loc[c["c4"], "tokens_correct"])  # a REJECT: tokens never checked
+    assert bool(ev.loc[c["c6"], "b1_unresolved"]) and not ev.loc[c["c1"], "b1_unresolved"]
+    assert ev.loc[c["c2"], "t_start_s"] == pytest.approx(22.0)
+    assert ev.loc[c["c2"], "t_end_s"] == pytest.approx(32.0)
+    assert ev.loc[c["c2"], "duration_s"] == pytest.approx(10.0)
+    assert ev.loc[c["s1"], "queue_wait_s"] == pytest.approx(9.0)
+    assert ev.loc[c["c2"], "tok_s"] == 150.0 and ev.loc[c["c2"], "baseline_tok_s"] == 104.0
+
+
+def test_arms_fill_in_the_formulas_from_measured_values(fixture_run):
+    arms = build_tables(fixture_run.path).arms.set_index("arm")
+    swarm, solo = arms.loc["swarm"], arms.loc["solo"]
+    assert (swarm["pass"], swarm["wrong"], swarm["reject"], swarm["error"]) == (3, 2, 1, 0)
+    assert (solo["pass"], solo["not_evaluated"], solo["submissions"]) == (3, 1, 4)
+    assert swarm["best_tok_s"] == 160.0 and swarm["best_agent"] == "w2"
+    assert swarm["best_commit"] == fixture_run.commits["c6"]
+    assert solo["best_tok_s"] == 140.0 and solo["time_to_best_s"] == pytest.approx(76.0)
+    assert swarm["baseline_tok_s"] == 100.0  # the median of the six baseline measurements
+    assert swarm["run_seconds"] == pytest.approx(RUN_S)
+    # swarm: 10 + 10 + 5 + 0.1 + 5 + 10 s of judge time over 6 evaluations.
+    assert swarm["judge_seconds"] == pytest.approx(40.1)
+    assert swarm["seconds_per_evaluation"] == pytest.approx(40.1 / 6)
+    assert swarm["judge_capacity"] == pytest.approx(RUN_S / (40.1 / 6))
+    assert swarm["judge_utilisation"] == pytest.approx(0.401)
+    assert solo["judge_capacity"] == pytest.approx(10.0)
+    assert solo["full_evaluation_s"] == pytest.approx(10.0)
+    assert (swarm["relays"], solo["relays"]) == (1, 0)
+    assert (swarm["restarts"], swarm["exits"], solo["restarts"]) == (1, 1, 0)
+    assert pd.isna(swarm["output_tokens"]) and pd.isna(swarm["token_cost_per_gain"])
+
+
+def test_token_cost_only_where_token_records_exist(run_factory):
+    arms = build_tables(run_factory(tokens=True).path).arms.set_index("arm")
+    assert arms.loc["swarm", "output_tokens"] == 2000
+    assert arms.loc["swarm", "token_cost_per_gain"] == pytest.approx(2000 / (160 - 100))
+    assert arms.loc["solo", "token_cost_per_gain"] == pytest.approx(1000 / (140 - 100))
+
+
+def test_relays_follow_git_ancestry_across_agents(fixture_run):
+    tables = build_tables(fixture_run.path)
+    edges = tables.relays
+    assert len(edges) == 1
+    edge = edges.iloc[0]
+    c = fixture_run.commits
+    assert (edge["from_agent"], edge["from_commit"]) == ("w1", c["c1"])
+    assert (edge["to_agent"], edge["to_commit"]) == ("w2", c["c2"])
+    # c6 builds on w2's own c2: the pickup of c1 was counted once, at c2.
+    repo = fixture_run.path / "arms" / "swarm" / "submissions.git"
+    swarm = tables.evaluations[tables.evaluations["arm"] == "swarm"]
+    assert len(relay_table(repo, swarm, start=fixture_run.start)) == 1
+
+
+def test_dead_ends_are_pinned_to_commits_files_and_functions(fixture_run):
+    tables = build_tables(fixture_run.path)
+    c = fixture_run.commits
+    repo = fixture_run.path / "arms" / "swarm" / "submissions.git"
+    subs = tables.submissions
+    ends = dead_ends(
+        repo,
+        subs[subs["arm"] == "swarm"],
+        tables.relays,
+        c["c6"],
+        fixture_run.start,
+        messages=tables.messages,
+        graph=CommitGraph.load(repo),
+    )
+    lines = {tuple(e.commits): e for e in ends}
+    assert set(lines) == {(c["c3"],), (c["c4"], c["c5"])}
+    w1 = lines[(c["c4"], c["c5"])]
+    assert w1.agent == "w1" and w1.base == fixture_run.start and w1.base_owner == "start"
+    assert w1.verdicts == ["REJECT frozen_zone", "WRONG mismatch"]
+    assert w1.changes is not None
+    assert w1.changes.files == ["engine.py", "harness/check.py"]
+    assert w1.changes.functions == {"engine.py": ["head"]}
+    assert w1.declared == ["c5 is a dead end"]
+    w2 = lines[(c["c3"],)]
+    assert w2.base == c["c2"] and w2.base_owner == "w2"
+    assert w2.changes is not None and w2.changes.functions == {"engine.py": ["moe"]}
+    solo = dead_ends(
+        fixture_run.path / "arms" / "solo" / "submissions.git",
+        subs[subs["arm"] == "solo"],
+        tables.relays.iloc[0:0],
+        c["s3"],
+        fixture_run.start,
+    )
+    # s2 PASSed but was slower and never built on; s4 was never evaluated (cut off, not dead).
+    assert [e.commits for e in solo] == [[c["s2"]]]
+    assert solo[0].verdicts == ["PASS 1.05x"]
+
+
+def test_written_twice_byte_for_byte(fixture_run, tmp_path):
+    tables = build_tables(fixture_run.path)
+    first = {p.name: p.read_bytes() for p in write_tables(tables, tmp_path / "a")}
+    again = build_tables(fixture_run.path)
+    second = {p.name: p.read_bytes() for p in write_tables(again, tmp_path / "b")}
+    assert set(first) == {f"{n}.{ext}" for n in (*TABLES, "relays") for ext in ("csv", "parquet")}
+    assert first == second
+    back = pd.read_parquet(tmp_path / "a" / "evaluations.parquet")
+    assert list(back.columns) == COLUMNS["evaluations"] and len(back) == 9
+
+
+def test_unfinished_run_ends_at_its_last_event(run_factory):
+    tables = build_tables(run_factory(status="running").path)
+    run = tables.runs[0]
+    assert not run.finished and run.ended_at is None
+    assert run.run_seconds == pytest.approx(95.0)  # s4, the last thing recorded
+    assert tables.arms["status"].tolist() == ["running", "running"]
+
+
+def test_sweep_stacks_jobs_with_run_id_and_seed(sweep_dir):
+    tables = build_tables(sweep_dir)
+    assert [r.seed for r in tables.runs] == [1, 2]
+    assert [p.name for p in tables.missing] == ["seed=3"]
+    assert tables.arms[["seed", "arm"]].values.tolist() == [
+        [1, "swarm"],
+        [1, "solo"],
+        [2, "swarm"],
+        [2, "solo"],
+    ]
+    assert len(tables.evaluations) == 18
+    assert set(tables.evaluations["run_id"]) == {"fixture-1", "fixture-2"}
+    assert len(tables.relays) == 2
+
+
+def test_neither_run_nor_sweep_is_refused(tmp_path):
+    (tmp_path / "junk").mkdir()
+    with pytest.raises(FileNotFoundError, match="neither a run"):
+        build_tables(tmp_path / "junk")
+
+
+def test_capacity_formula_matches_arms_row(fixture_run):
+    from analysis.formulas import judge_capacity, judge_utilisation
+
+    row = build_tables(fixture_run.path).arms.iloc[0]
+    per = row["seconds_per_evaluation"]
+    assert math.isclose(row["judge_capacity"], judge_capacity(row["run_seconds"], per))
+    assert math.isclose(
+        row["judge_utilisation"], judge_utilisation(row["judge_evaluations"], per, RUN_S)
+    )
+
+
+def test_the_runners_rechecks_are_not_the_agents_work(run_factory):
+    run = run_factory(rechecks=True)
+    tables = build_tables(run.path)
+    ev = tables.evaluations
+    assert int(ev["pseudo_agent"].sum()) == 8
+    assert set(ev.loc[ev["pseudo_agent"], "agent_kind"]) == {
+        "runner (re-judging the arm's best)",
+        "runner (re-judging the start commit)",
+    }
+    arms = tables.arms.set_index("arm")
+    swarm, solo = arms.loc["swarm"], arms.loc["solo"]
+    # The agents' numbers are those of the run without rechecks ...
+    assert (swarm["evaluations"], swarm["pass"], swarm["submissions"]) == (6, 3, 6)
+    assert (solo["submissions"], solo["not_evaluated"]) == (4, 1)
+    assert swarm["run_seconds"] == pytest.approx(RUN_S)
+    assert swarm["judge_evaluations"] == 6 and swarm["judge_seconds"] == pytest.approx(40.1)
+    assert (swarm["relays"], swarm["best_tok_s"]) == (1, 160.0)
+    # ... and the re-judgements say what the bests are worth, and how noisy the judge is.
+    assert swarm["confirmed_tok_s"] == pytest.approx(152.5)
+    assert swarm["confirmed_x_baseline"] == pytest.approx(1.525)
+    assert (swarm["confirm_verdicts"], solo["confirm_verdicts"]) == ("PASS,PASS", "PASS,WRONG")
+    assert solo["confirmed_tok_s"] == pytest.approx(138.0)
+    expected = pd.Series([1.0, 0.96, 1.04, 1.0]).std(ddof=1)
+    assert swarm["judge_noise_x_sd"] == pytest.approx(expected)
+    assert solo["judge_noise_x_sd"] == pytest.approx(expected)
