@@ -13,10 +13,12 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from runner.config import register_configs
 from runner.experiment import resume_experiment, start_experiment
+from runner.sweep import pending_sweep_status, run_job
 
 register_configs()
 # Hydra's main returns nothing in a single run: the job's exit status is kept here.
@@ -25,7 +27,13 @@ _status: list[int] = []
 
 @hydra.main(config_path="../conf", config_name="runner", version_base="1.3")
 def main(cfg: DictConfig) -> int:
-    status = start_experiment(cfg, Path(HydraConfig.get().runtime.output_dir))
+    job = HydraConfig.get()
+    run_dir = Path(job.runtime.output_dir)
+    if job.mode == RunMode.MULTIRUN:
+        # A sweep job records its outcome in job.json and never raises (runner/sweep.py).
+        status = run_job(cfg, run_dir)
+    else:
+        status = start_experiment(cfg, run_dir)
     _status.append(status)
     return status
 
@@ -34,7 +42,13 @@ def entry(argv: list[str]) -> int:
     resume = [a for a in argv if a.startswith("resume=")]
     if resume:
         return resume_experiment(Path(resume[0].split("=", 1)[1]).resolve())
-    main()
+    try:
+        main()
+    finally:
+        # A sweep: its aggregate is written even when the sweep itself ended in an error.
+        sweep = pending_sweep_status()
+    if sweep is not None:
+        return sweep
     return max(_status, default=0)
 
 

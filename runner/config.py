@@ -3,6 +3,7 @@ with Hydra's own messages."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
@@ -89,11 +90,20 @@ def _arm_names(arms: object) -> str:
     return "_".join(arms) if arms else "none"  # type: ignore[arg-type]
 
 
+def _job_minutes(minutes: float, drain_minutes: float, margin: float = 30) -> int:
+    """A cluster job's time limit: the budget, the drain, and a margin for the judge's setup
+    and preflight (the first time on a node) and the summary."""
+    return math.ceil(float(minutes) + float(drain_minutes) + float(margin))
+
+
 def register_configs() -> None:
-    """Schemas into Hydra's ConfigStore, and the ``arm_names`` resolver (idempotent)."""
+    """Schemas into Hydra's ConfigStore, and the ``arm_names`` and ``job_minutes`` resolvers
+    (idempotent)."""
     register_judge_configs()
     if not OmegaConf.has_resolver("arm_names"):
         OmegaConf.register_new_resolver("arm_names", _arm_names)
+    if not OmegaConf.has_resolver("job_minutes"):
+        OmegaConf.register_new_resolver("job_minutes", _job_minutes)
     cs = ConfigStore.instance()
     cs.store(name="runner_schema", node=RunnerConfig)
     cs.store(group="schema", name="arm", node=ArmConfig)

@@ -4,6 +4,7 @@ supervise → collect. A run killed at any point can be resumed from its directo
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -11,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -23,8 +26,13 @@ from isolation.backends import AgentSpec, get_backend
 from isolation.gitutil import template_repo
 from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm
 from judge.api import save_judge_config
-from judge.preflight import format_table, passed_preflight, run_preflight
-from judge.private import JudgeHome, setup
+from judge.preflight import (
+    format_table,
+    passed_preflight,
+    preflight_fingerprint,
+    run_preflight,
+)
+from judge.private import JudgeHome, home_path, setup
 from judge.queue import JudgeQueue
 from judge.sandbox import judge_cpuset
 from judge.service import start_service, worker_alive
@@ -85,6 +93,43 @@ class JudgeLink:
 
 def judge_app_config(cfg: DictConfig) -> DictConfig:
     return OmegaConf.create({"task": cfg.task, "judge": cfg.judge})
+
+
+@contextmanager
+def judge_setup_lock(judge_cfg: DictConfig) -> Iterator[float | None]:
+    """Held while a run sets up and preflights its judge's private folder: runs started
+    together (a parallel sweep) would otherwise set up the same folder at once, or preflight it
+    twice. The first sets up and preflights; the others wait, then find it done. Yields when
+    this run began to wait for another, or None when it did not wait."""
+    root = home_path(judge_cfg)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root.with_name(root.name + ".setup.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    waited_since = None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waited_since = time.time()
+            say("judge: another run is setting up or preflighting this judge; waiting for it")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield waited_since
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def failed_preflight_since(judge_cfg: DictConfig, home: JudgeHome, since: float) -> bool:
+    """True if a complete preflight of these judge code, task and settings failed after
+    ``since``: the one another run just ran while this one waited, not to be repeated."""
+    try:
+        record = json.loads((home.root / "preflight.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(
+        record.get("complete")
+        and not record.get("ok")
+        and float(record.get("at", 0)) >= since
+        and record.get("fingerprint") == preflight_fingerprint(judge_cfg)
+    )
 
 
 def agent_cpuset(cfg: DictConfig) -> str:
@@ -221,10 +266,19 @@ class Run:
                 " (development only)."
             ) from None
         judge_cfg = judge_app_config(cfg)
-        home = setup(judge_cfg, progress=say)
-        if cfg.judge.preflight == "required":
-            if passed_preflight(judge_cfg, home):
+        if cfg.judge.preflight not in ("required", "skip"):
+            raise RunRefused(f"judge.preflight={cfg.judge.preflight!r}: use required or skip")
+        with judge_setup_lock(judge_cfg) as waited_since:
+            home = setup(judge_cfg, progress=say)
+            if cfg.judge.preflight == "skip":
+                say("WARNING: judge.preflight=skip: the judge was not checked against its mutants")
+            elif passed_preflight(judge_cfg, home):
                 say("judge preflight: passed before with this judge, task and settings")
+            elif waited_since and failed_preflight_since(judge_cfg, home, waited_since):
+                raise RunRefused(
+                    "judge preflight failed in the run this one waited for"
+                    f" ({home.root / 'preflight.json'}): not starting any agent"
+                )
             else:
                 say("judge preflight: scoring the task's mutants before any agent starts")
                 report = run_preflight(judge_cfg, home, progress=say)
@@ -233,10 +287,6 @@ class Run:
                     say(report.note)
                 if not report.ok:
                     raise RunRefused("judge preflight failed: not starting any agent")
-        elif cfg.judge.preflight != "skip":
-            raise RunRefused(f"judge.preflight={cfg.judge.preflight!r}: use required or skip")
-        else:
-            say("WARNING: judge.preflight=skip: the judge was not checked against its mutants")
         return home
 
     def starting_point(self) -> tuple[Path, str, dict[str, Any] | None]:
@@ -285,33 +335,38 @@ class Run:
             self.run_dir / "judge-service.log",
         )
         link.ensure_running()
-        gateway = Gateway(
-            self.events,
-            queue,
-            arms,
-            max_submissions_per_agent=cfg.budget.max_submissions_per_agent,
-        )
-        specs = agent_specs(cfg, run_id, arms, deadline, home)
-        supervisor = Supervisor(backend, self.events, specs)
-        progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
-        if first_event == "started":
-            self.remeasure_champion(arms, queue)
-        self.install_signals()
-        backend.cleanup(run_id)
         try:
-            supervisor.start_all(first_event)
-            while not self.stopping and time.time() < deadline:
-                gateway.poll()
-                supervisor.check()
-                link.ensure_running()
-                progress.maybe_print(deadline)
-                time.sleep(0.25)
-            reason = self.stopping or "deadline"
-        finally:
-            supervisor.stop_all(self.stopping or "deadline")
+            gateway = Gateway(
+                self.events,
+                queue,
+                arms,
+                max_submissions_per_agent=cfg.budget.max_submissions_per_agent,
+            )
+            specs = agent_specs(cfg, run_id, arms, deadline, home)
+            supervisor = Supervisor(backend, self.events, specs)
+            progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
+            if first_event == "started":
+                self.remeasure_champion(arms, queue)
+            self.install_signals()
             backend.cleanup(run_id)
-        self.drain(gateway, queue, link, reason)
-        return self.collect(reason, link, queue)
+            try:
+                supervisor.start_all(first_event)
+                while not self.stopping and time.time() < deadline:
+                    gateway.poll()
+                    supervisor.check()
+                    link.ensure_running()
+                    progress.maybe_print(deadline)
+                    time.sleep(0.25)
+                reason = self.stopping or "deadline"
+            finally:
+                supervisor.stop_all(self.stopping or "deadline")
+                backend.cleanup(run_id)
+            self.drain(gateway, queue, link, reason)
+            return self.collect(reason, link, queue)
+        except Exception:
+            # A run that fails leaves no judge service behind that it started and nobody uses.
+            link.stop_if_ours(queue)
+            raise
 
     def remeasure_champion(self, arms: list[ArmWorkspace], queue: JudgeQueue) -> None:
         """A continuation's champion is judged again first, in this run, so its gain is
@@ -401,7 +456,9 @@ def resume_experiment(run_dir: Path) -> int:
         return 2
     try:
         backend = get_backend(cfg.isolation.backend)
-        home = setup(judge_app_config(cfg), progress=say)  # type: ignore[arg-type]
+        judge_cfg = judge_app_config(cfg)  # type: ignore[arg-type]
+        with judge_setup_lock(judge_cfg):
+            home = setup(judge_cfg, progress=say)
         arms = [load_arm(run_dir, name) for name in meta["arms"]]
         for arm in arms:
             for agent in arm.agents:

@@ -1,0 +1,211 @@
+"""Sweeps (``python -m runner -m experiment=swarm_vs_solo seed=1,2,3``): one experiment per
+Hydra job, each in ``<sweep dir>/<override_dirname>/``, then an aggregate across jobs.
+
+Every job records its outcome in ``job.json`` in its own folder, whatever happens: ``running``
+when it starts, then ``ok``, ``failed`` (with the error text) or ``interrupted``. The task
+function never lets an ``Exception`` out: Hydra's basic sweeper re-raises a failed job's
+exception after the batch, which would skip ``on_multirun_end`` and so the aggregate. A job
+killed outright (a launcher's worker killed, a node lost) leaves ``running`` behind and shows
+as ``incomplete``.
+
+:class:`AggregateSweep` (``hydra.callbacks`` in ``conf/runner.yaml``) writes the aggregate at
+the end of the sweep, in the launching process; ``runner.__main__`` also writes it when the
+sweep itself ended in an error, so the jobs that did finish are never left unaggregated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from isolation import DockerUnavailable
+from runner.config import register_configs
+from runner.experiment import Run, RunRefused, say
+
+JOB_FILE = "job.json"
+# The jobs of this process that a signal interrupted.
+_INTERRUPTED: list[Path] = []
+
+# Launcher workers (joblib's loky processes, submitit's nodes) unpickle this module with the
+# callback before a job's config is resolved: the runner's resolvers must exist there too.
+register_configs()
+
+
+def _write_job(run_dir: Path, record: dict[str, Any]) -> None:
+    path = run_dir / JOB_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def run_job(cfg: DictConfig, run_dir: Path) -> int:
+    """One sweep job: the experiment in ``run_dir``, its outcome in ``run_dir/job.json``.
+
+    Returns the exit status (0 finished, 1 failed, 2 refused, 130 interrupted); an exception
+    becomes a ``failed`` record and status 1, never an exception out of the job."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    hydra = HydraConfig.get() if HydraConfig.initialized() else None
+    record: dict[str, Any] = {
+        "status": "running",
+        "seed": cfg.get("seed"),
+        "overrides": list(hydra.overrides.task) if hydra else [],
+        "job_num": hydra.job.get("num") if hydra else None,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started_at": time.time(),
+    }
+    if _INTERRUPTED:
+        # Ctrl-C stopped a job of this process (the basic launcher runs them one after
+        # another): the rest of the sweep is not started either.
+        record.update(
+            status="interrupted",
+            exit_status=130,
+            error="not started: the sweep was interrupted",
+            ended_at=time.time(),
+        )
+        _write_job(run_dir, record)
+        return 130
+    _write_job(run_dir, record)
+    error = None
+    try:
+        status = Run(cfg, run_dir).start()
+    except (RunRefused, DockerUnavailable) as exc:
+        say(f"runner: {exc}")
+        status, error = 2, f"refused: {exc}"
+    except Exception as exc:
+        traceback.print_exc()
+        status = 1
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-8)}"
+    except BaseException as exc:  # KeyboardInterrupt, SystemExit: recorded, then let through
+        record.update(
+            status="interrupted",
+            exit_status=130,
+            error=f"{type(exc).__name__} in the job",
+            ended_at=time.time(),
+        )
+        _write_job(run_dir, record)
+        raise
+    if status == 0:
+        outcome = "ok"
+    elif status == 130:
+        _INTERRUPTED.append(run_dir)
+        outcome = "interrupted"
+        error = "interrupted (SIGINT/SIGTERM): the summary holds the results until then"
+    else:
+        outcome = "failed"
+        error = error or f"exit status {status}"
+    record.update(status=outcome, exit_status=status, error=error, ended_at=time.time())
+    _write_job(run_dir, record)
+    return status
+
+
+# The sweep of this process: its folder once it started, its exit status once aggregated.
+_SWEEP: dict[str, Any] = {}
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def stop_sweep_judges(sweep_dir: Path) -> list[int]:
+    """Stop the judge services that jobs of this sweep started and left running.
+
+    Jobs run in parallel share one judge service: the job that started it stops it at its end
+    only if nothing waits, so when another job still had evaluations queued, the service
+    outlives the job that started it, and no later job stops it (it did not start it). At the
+    end of the sweep every job is over, so a service whose config lies in this sweep gets
+    SIGTERM: it finishes the evaluation in progress, if any, and exits; a run elsewhere that
+    still needs a judge starts its own (``JudgeLink.ensure_running``). Returns the pids
+    signalled."""
+    from analysis.sweep import find_jobs, read_meta
+
+    prefix = str(sweep_dir.resolve()) + os.sep
+    homes = {read_meta(job / "events.sqlite").get("judge_home") for job in find_jobs(sweep_dir)}
+    stopped = []
+    for home in sorted(h for h in homes if h):
+        for info in sorted(Path(home).glob("service-*.json")):
+            try:
+                pid = int(json.loads(info.read_text())["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            argv = _argv(pid)
+            serving = "judge" in argv and "serve" in argv
+            if not serving or not any(a.startswith(prefix) for a in argv):
+                continue  # not a judge service, or not one this sweep started
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            stopped.append(pid)
+    return stopped
+
+
+def finish_sweep(sweep_dir: Path) -> int:
+    """Aggregate ``sweep_dir`` (once per sweep), print it; 0 when every job finished, else 1."""
+    if _SWEEP.get("status") is not None:
+        return int(_SWEEP["status"])
+    from analysis.sweep import AGGREGATE, STATS, aggregate_with_stats, format_jobs, format_stats
+
+    try:
+        stopped = stop_sweep_judges(sweep_dir)
+        if stopped:
+            say(f"sweep: stopped {len(stopped)} judge service(s) its jobs left running")
+    except Exception as exc:
+        say(f"sweep: could not check for judge services left running: {exc}")
+    try:
+        frame, stats = aggregate_with_stats(sweep_dir)
+    except Exception as exc:  # the aggregate must never hide the jobs' own results
+        say(f"sweep: could not aggregate {sweep_dir}: {type(exc).__name__}: {exc}")
+        _SWEEP["status"] = 1
+        return 1
+    print(format_jobs(frame))
+    print(format_stats(stats))
+    jobs = frame.drop_duplicates("job_dir")
+    bad = jobs[jobs["status"] != "ok"]
+    print(
+        f"sweep: {len(jobs)} job(s), {len(jobs) - len(bad)} ok, {len(bad)} failed or incomplete;"
+        f" {sweep_dir / AGGREGATE}, {sweep_dir / STATS}"
+    )
+    sys.stdout.flush()
+    _SWEEP["status"] = 1 if len(bad) or not len(jobs) else 0
+    return int(_SWEEP["status"])
+
+
+def pending_sweep_status() -> int | None:
+    """After ``main()``: the sweep's exit status, aggregating first if its end callback never
+    ran (the sweep ended in an error); None when this process ran no sweep."""
+    sweep_dir = _SWEEP.get("dir")
+    if sweep_dir is None:
+        return None
+    if _SWEEP.get("status") is None and Path(sweep_dir).is_dir():
+        return finish_sweep(Path(sweep_dir))
+    return _SWEEP.get("status", 1)
+
+
+class AggregateSweep(Callback):
+    """Hydra callback: note the sweep folder at the start, aggregate it at the end."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Hydra's ${now:...} is cached on this config, and jobs copy that cache: this is the
+        # folder every job writes under.
+        _SWEEP.clear()
+        _SWEEP["dir"] = str(Path(OmegaConf.select(config, "hydra.sweep.dir")).resolve())
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = _SWEEP.get("dir") or OmegaConf.select(config, "hydra.sweep.dir")
+        finish_sweep(Path(sweep_dir).resolve())

@@ -1,0 +1,96 @@
+"""A small sweep end to end through a real launcher (joblib, two jobs at a time), the real judge
+and real containers: `python -m runner -m experiment=swarm_vs_solo seed=1,2 ...` where half the
+jobs fail (a memory limit Docker refuses), and the sweep still ends with its aggregate."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runner.events import EventLog
+from tasks.schema import PROJECT_ROOT
+
+pytestmark = pytest.mark.docker
+
+
+def judge_services(config_dir: Path) -> list[int]:
+    """Pids of `python -m judge serve` processes started from a run folder under config_dir."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv]
+        if "judge" in args and "serve" in args and any(a.startswith(str(config_dir)) for a in args):
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_sweep_through_joblib(judge_private_dir, base_image, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    started = time.monotonic()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "runner", "-m", "experiment=swarm_vs_solo", "seed=1,2",
+             "isolation.memory=1g,1k", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+             "budget.minutes=0.3", "budget.drain_minutes=0.2",
+             f"judge.private_dir={judge_private_dir}", f"hydra.sweep.dir={sweep_dir}"],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        wall = time.monotonic() - started
+        # The sweep stops the judge services its jobs left running (runner.sweep).
+        deadline = time.monotonic() + 15
+        while (left := judge_services(sweep_dir)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        for pid in judge_services(sweep_dir):  # whatever a failure left behind
+            os.kill(pid, signal.SIGTERM)
+    report = f"{wall:.0f} s\n{result.stdout}\n{result.stderr[-4000:]}"
+    print(report)
+    assert result.returncode == 1, report  # two jobs failed
+    assert "Joblib.Parallel(n_jobs=2" in result.stdout + result.stderr, report
+    assert not left, f"judge services left running: {left}"
+
+    rows = list(csv.DictReader((sweep_dir / "aggregate.csv").open()))
+    assert len(rows) == 8, report  # 4 jobs x 2 arms
+    by = {(r["seed"], r["job_dir"].split("isolation.memory=")[1][:2], r["arm"]): r for r in rows}
+    for seed in ("1", "2"):
+        for arm in ("swarm", "solo"):
+            ok, failed = by[(seed, "1g", arm)], by[(seed, "1k", arm)]
+            assert ok["status"] == "ok", report
+            assert ok["agent_kind"] == "scripted (no model)"
+            assert ok["evaluations"] != ""
+            assert failed["status"] == "failed"
+            assert "Minimum memory limit" in failed["job_error"], failed["job_error"]
+            assert failed["evaluations"] == ""
+    # every job in its own folder, named by its overrides, with its own event log and seed
+    for r in rows:
+        job = sweep_dir / r["job_dir"]
+        assert job.parent == sweep_dir and (job / ".hydra" / "config.yaml").is_file()
+        assert json.loads((job / "job.json").read_text())["seed"] == int(r["seed"])
+        assert EventLog(job / "events.sqlite").meta()["seed"] == int(r["seed"])
+        assert (job / "summary.csv").is_file() == (r["status"] == "ok")
+
+    stats = list(csv.DictReader((sweep_dir / "aggregate_stats.csv").open()))
+    arms = {r["arm"]: r for r in stats if r["row"] == "arm"}
+    assert set(arms) == {"swarm", "solo"}
+    for r in arms.values():
+        assert (r["jobs"], r["n"], r["failed"]) == ("4", "2", "2")
+        assert float(r["median_x_baseline"]) >= 1.0
+    (comparison,) = [r for r in stats if r["row"] == "comparison"]
+    assert (comparison["arm_a"], comparison["arm_b"]) == ("swarm", "solo")
+    assert comparison["outcome"] == "cannot_tell", comparison  # 2 vs 2 seeds never can
+    assert "swarm vs solo on 2 seed(s)" in result.stdout
+    # the judge was set up and preflighted at most once, whatever job came first
+    assert result.stderr.count("judge preflight: scoring the task's mutants") <= 1, report
