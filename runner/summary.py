@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 import subprocess
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from runner.confirm import BASELINE, CHAMPION, CONFIRM, PSEUDO_AGENTS, rechecked
 from runner.events import EventLog
 
 
@@ -31,6 +33,14 @@ class ArmSummary:
     # A continuation: best tok/s over the starting champion's, re-measured in the same run.
     x_champion: float | None
     time_to_best_s: float | None
+    # The best commit judged again after the deadline (runner/confirm.py): the median of its
+    # PASSes, and every verdict it got (a best that fails when re-judged is a finding).
+    confirmed_tok_s: float | None
+    confirmed_x_baseline: float | None
+    confirm_verdicts: str
+    # Standard deviation of x_baseline over re-judgements of the unchanged starting commit,
+    # pooled over all arms: the judge's own noise, the yardstick for "tie".
+    judge_noise_x_sd: float | None
     relays: int
     judge_busy_pct: float
     mean_queue_wait_s: float | None
@@ -64,7 +74,6 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
     meta = events.meta()
     started = float(meta.get("started_at", 0.0))
     ended = float(meta.get("ended_at") or meta.get("deadline") or started)
-    duration = max(ended - started, 1e-9)
     kind = meta.get("agent_kind", "unknown")
     if meta.get("scripted"):
         kind = "scripted (no model)" if kind == "scripted" else f"{kind} (scripted, no model)"
@@ -74,16 +83,22 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
     evaluations = events.table("evaluations")
     submissions = events.table("submissions")
     lifecycle = events.table("lifecycle")
+    pooled = [x for arm in meta.get("arms", []) for x in rechecked(evaluations, arm).baseline_x]
+    noise = round(statistics.stdev(pooled), 4) if len(pooled) >= 2 else None
+    # The judge's busy share is over the agents' part of the run, before the re-judgements.
+    agents_ended = float(meta.get("rechecks_started_at") or ended)
+    agent_phase = max(agents_ended - started, 1e-9)
     rows = []
     for arm in meta.get("arms", []):
         ours = [e for e in evaluations if e["arm"] == arm]
-        # The champion's re-measurement is the runner's, not an agent's: not counted as theirs.
-        mine = [e for e in ours if e["agent"] != "champion"]
+        # The runner's own re-measurements are not counted as the agents' work.
+        mine = [e for e in ours if e["agent"] not in PSEUDO_AGENTS]
         champion = [
             json.loads(e["metrics"]).get("tok_s")
             for e in ours
-            if e["agent"] == "champion" and e["verdict"] == "PASS"
+            if e["agent"] == CHAMPION and e["verdict"] == "PASS"
         ]
+        again = rechecked(evaluations, arm)
         verdicts = [e["verdict"] for e in mine]
         passes = [e for e in mine if e["verdict"] == "PASS"]
         best = max(passes, key=lambda e: json.loads(e["metrics"]).get("tok_s", 0.0), default=None)
@@ -105,7 +120,9 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
                 not_evaluated=sum(
                     1
                     for s in submissions
-                    if s["arm"] == arm and s["agent"] != "champion" and s["job_id"] not in evaluated
+                    if s["arm"] == arm
+                    and s["agent"] not in PSEUDO_AGENTS
+                    and s["job_id"] not in evaluated
                 ),
                 best_tok_s=best_metrics.get("tok_s"),
                 x_baseline=best_metrics.get("x_baseline"),
@@ -115,9 +132,20 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
                     else None
                 ),
                 time_to_best_s=round(best["finished_at"] - started, 1) if best else None,
+                confirmed_tok_s=again.confirmed_tok_s,
+                confirmed_x_baseline=again.confirmed_x_baseline,
+                confirm_verdicts=again.confirm_verdicts,
+                judge_noise_x_sd=noise,
                 relays=len(relay_edges(repo, passes)) if repo.exists() else 0,
                 judge_busy_pct=round(
-                    100 * sum(e["finished_at"] - e["started_at"] for e in ours) / duration, 1
+                    100
+                    * sum(
+                        e["finished_at"] - e["started_at"]
+                        for e in ours
+                        if e["agent"] not in (CONFIRM, BASELINE)
+                    )
+                    / agent_phase,
+                    1,
                 ),
                 mean_queue_wait_s=round(sum(waits) / len(waits), 1) if waits else None,
                 restarts=sum(1 for r in lifecycle if r["arm"] == arm and r["event"] == "restarted"),
@@ -140,7 +168,8 @@ def write_summary(rows: list[ArmSummary], path: Path) -> Path:
 
 def format_summary(rows: list[ArmSummary]) -> str:
     shown = ["arm", "agent_kind", "isolation", "agents", "evaluations", "pass", "wrong",
-             "reject", "error", "best_tok_s", "x_baseline", "time_to_best_s", "relays",
+             "reject", "error", "best_tok_s", "x_baseline", "confirmed_x_baseline",
+             "time_to_best_s", "relays",
              "judge_busy_pct", "mean_queue_wait_s"]  # fmt: skip
     if any(r.x_champion is not None for r in rows):
         shown.insert(shown.index("x_baseline") + 1, "x_champion")

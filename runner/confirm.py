@@ -1,0 +1,125 @@
+"""After the deadline: each arm's best PASS and its starting commit are judged again.
+
+An arm's best is the maximum of noisy measurements (on these VMs one evaluation's B=16 tok/s
+varies by ~20%), so the highest number an arm saw is biased upwards, the more so the more it
+submitted: a winner's curse that favours the arm with more evaluations. The runner therefore
+re-judges, after the agents have stopped and for every arm alike, the arm's best commit
+(pseudo-agent ``confirm``) and its starting commit (pseudo-agent ``baseline``), interleaved
+across arms. The summary reports the median of the confirmations next to the raw best, and the
+spread of the starting commit's re-judgements is the judge's measured noise that the analysis
+uses as its tie rule. None of these evaluations counts as an agent's.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from isolation.workspace import ArmWorkspace
+from judge.queue import JudgeQueue
+from runner.events import EventLog
+
+# Pseudo-agents: evaluations the runner asks for, never an agent's work.
+CHAMPION = "champion"
+CONFIRM = "confirm"
+BASELINE = "baseline"
+PSEUDO_AGENTS = frozenset({CHAMPION, CONFIRM, BASELINE})
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """One re-judgement to queue."""
+
+    arm: str
+    agent: str
+    repo: str
+    commit: str
+    round: int
+
+
+def best_pass(evaluations: list[dict[str, Any]], arm: str) -> dict[str, Any] | None:
+    """The arm's agent evaluation with the highest tok/s among PASSes (first one on a tie)."""
+    best, best_tok_s = None, float("-inf")
+    for e in evaluations:
+        if e["arm"] != arm or e["agent"] in PSEUDO_AGENTS or e["verdict"] != "PASS":
+            continue
+        tok_s = json.loads(e["metrics"]).get("tok_s")
+        if tok_s is not None and tok_s > best_tok_s:
+            best, best_tok_s = e, tok_s
+    return best
+
+
+def plan_rechecks(
+    events: EventLog, arms: list[ArmWorkspace], runs: int, baseline_runs: int
+) -> list[Recheck]:
+    """Round by round, arm by arm: each arm's best PASS ``runs`` times and its starting commit
+    ``baseline_runs`` times, so that drift over the phase hits every arm alike."""
+    meta = events.meta()
+    evaluations = events.table("evaluations")
+    plan = []
+    for r in range(max(runs, baseline_runs)):
+        for arm in arms:
+            best = best_pass(evaluations, arm.name)
+            if r < runs and best is not None:
+                plan.append(Recheck(arm.name, CONFIRM, str(arm.submissions), best["commit_sha"], r))
+            # The arm's starting point (the template, or a continuation's champion) is in its
+            # origin; judged again and again it shows how far the same code's numbers spread.
+            start = meta.get("start_commit")
+            if r < baseline_runs and start:
+                plan.append(Recheck(arm.name, BASELINE, str(arm.origin), start, r))
+    return plan
+
+
+def queue_rechecks(events: EventLog, queue: JudgeQueue, plan: list[Recheck]) -> int:
+    """Record each re-judgement as a submission of its pseudo-agent and queue it (idempotent:
+    a resumed run does not queue the same round twice). Returns how many were queued now."""
+    queued = 0
+    for item in plan:
+        sid, job = events.add_submission(
+            item.arm,
+            item.agent,
+            f"{item.arm}/{item.agent}/recheck-{item.round}",
+            item.commit,
+            f"re-judged by the runner after the deadline ({item.agent}, round {item.round + 1})",
+        )
+        if job is None:
+            job = queue.enqueue(
+                arm=item.arm, agent=item.agent, repo=item.repo, commit=item.commit, label=item.agent
+            )
+            events.set_job(sid, job)
+            queued += 1
+    return queued
+
+
+@dataclass(frozen=True)
+class Rechecked:
+    """What the re-judgements of one arm found."""
+
+    confirm_verdicts: str
+    confirmed_tok_s: float | None
+    confirmed_x_baseline: float | None
+    baseline_x: list[float]
+
+
+def rechecked(evaluations: list[dict[str, Any]], arm: str) -> Rechecked:
+    """The medians of an arm's confirmations (PASSes only) and its baseline re-judgements."""
+    confirms = [e for e in evaluations if e["arm"] == arm and e["agent"] == CONFIRM]
+    passed = [json.loads(e["metrics"]) for e in confirms if e["verdict"] == "PASS"]
+    tok_s = [m["tok_s"] for m in passed if "tok_s" in m]
+    x = [m["x_baseline"] for m in passed if "x_baseline" in m]
+    baseline_x = [
+        json.loads(e["metrics"])["x_baseline"]
+        for e in evaluations
+        if e["arm"] == arm
+        and e["agent"] == BASELINE
+        and e["verdict"] == "PASS"
+        and "x_baseline" in json.loads(e["metrics"])
+    ]
+    return Rechecked(
+        confirm_verdicts=",".join(e["verdict"] for e in confirms),
+        confirmed_tok_s=round(statistics.median(tok_s), 3) if tok_s else None,
+        confirmed_x_baseline=round(statistics.median(x), 4) if x else None,
+        baseline_x=baseline_x,
+    )
