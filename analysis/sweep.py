@@ -12,7 +12,9 @@ A sweep folder (``results/<experiment>/multirun/<timestamp>/``) holds one folder
   (``concurrent_jobs``: jobs run in parallel share one serial judge, so each got less of it);
 * ``aggregate_stats.csv``: per arm, over the ``ok`` jobs, the median best ``x_baseline`` and its
   spread; then the comparison of two arms (``swarm`` vs ``solo`` when both exist) by
-  :func:`analysis.stats.compare_arms`.
+  :func:`analysis.stats.compare_arms`, with the tie rule from the judge's measured noise (the
+  median of the jobs' ``judge_noise_x_sd``). A job's best is its re-judged best
+  (``confirmed_x_baseline``) where the runner re-judged it, else the raw maximum.
 
 An arm of an ``ok`` job with no PASS counts as ``x_baseline`` 1.0 in the statistics (its best
 valid engine is still the one it started from), and ``no_pass`` says how often that happened.
@@ -40,6 +42,7 @@ STATUSES = ("ok", "failed", "incomplete")
 LEAD = ["job_dir", "seed", "status", "job_error", "exit_status", "arm"]
 TAIL = ["concurrent_jobs", "overrides", "started_at", "ended_at"]
 METRIC = "x_baseline"
+CONFIRMED = "confirmed_x_baseline"
 STATS_COLUMNS = [
     "row", "arm", "jobs", "n", "failed", "incomplete", "no_pass",
     "median_x_baseline", "q1_x_baseline", "q3_x_baseline", "min_x_baseline", "max_x_baseline",
@@ -213,10 +216,26 @@ def collect(sweep_dir: Path) -> pd.DataFrame:
     return frame.drop(columns="_seed").reset_index(drop=True)
 
 
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    return pd.to_numeric(
+        frame.get(name, pd.Series(index=frame.index, dtype=float)), errors="coerce"
+    )
+
+
 def _arm_values(frame: pd.DataFrame, arm: str) -> pd.DataFrame:
+    """Each ok job's value for ``arm``: the re-judged best (``confirmed_x_baseline``, the median
+    of the runner's re-judgements after the deadline) where the job has it, else the raw best."""
     ok = frame[(frame["status"] == "ok") & (frame["arm"] == arm)]
-    values = pd.to_numeric(ok.get(METRIC, pd.Series(index=ok.index, dtype=float)), errors="coerce")
+    values = _column(ok, CONFIRMED).fillna(_column(ok, METRIC))
     return pd.DataFrame({"job_dir": ok["job_dir"], "value": values})
+
+
+def judge_noise(frame: pd.DataFrame) -> float | None:
+    """The judge's noise in x_baseline over the sweep: the median over ok jobs of each job's
+    ``judge_noise_x_sd`` (the spread of its starting commit's re-judgements); None without."""
+    ok = frame[frame["status"] == "ok"]
+    sd = _column(ok, "judge_noise_x_sd").dropna()
+    return float(sd.median()) if len(sd) else None
 
 
 def comparison_pair(arms: Sequence[str]) -> tuple[str, str] | None:
@@ -316,7 +335,8 @@ def aggregate_with_stats(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     sweep_dir = Path(sweep_dir)
     frame = collect(sweep_dir)
-    stats = sweep_stats(frame)
+    # The tie rule: a gap under 2 sigma of the judge's own measured noise cannot be told apart.
+    stats = sweep_stats(frame, judge_noise(frame))
     _write_csv(frame, sweep_dir / AGGREGATE)
     _write_csv(stats, sweep_dir / STATS)
     return frame, stats

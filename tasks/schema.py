@@ -35,7 +35,7 @@ class TimingConfig:
     batch: int = 16
     new_tokens: int = 64
     runs: int = 3
-    baseline_runs: int = 2
+    baseline_runs: int = 3
     prompt_len: list[int] = field(default_factory=lambda: [8, 24])
 
 

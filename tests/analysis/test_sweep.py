@@ -202,3 +202,29 @@ def test_summary_columns_follow_the_runner(sweep_dir):
     frame = sweep.aggregate(sweep_dir)
     header = pd.read_csv(sweep_dir / "seed=1" / "summary.csv").columns
     assert set(header) <= set(frame.columns)
+
+
+def test_re_judged_best_and_the_judges_noise_feed_the_comparison(tmp_path, monkeypatch):
+    d = tmp_path / "multirun" / "t"
+    for seed, (raw, confirmed, noise) in enumerate([(1.9, 1.5, 0.08), (1.7, None, 0.12)], 1):
+        job = make_job(d, f"seed={seed}", seed, xs={"swarm": raw, "solo": 1.1})
+        summary = pd.read_csv(job / "summary.csv")
+        summary["confirmed_x_baseline"] = [confirmed, 1.05]
+        summary["judge_noise_x_sd"] = noise
+        summary.to_csv(job / "summary.csv", index=False)
+    seen = {}
+
+    def compare_arms(a, b, *, arm_a, arm_b, noise_sigma):
+        seen.update(a=a, b=b, noise_sigma=noise_sigma)
+        return types.SimpleNamespace(
+            difference=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0, min_p=0.33,
+            outcome="cannot_tell", reason="r",
+        )  # fmt: skip
+
+    fake = types.ModuleType("analysis.stats")
+    fake.compare_arms = compare_arms  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "analysis.stats", fake)
+    sweep.aggregate_with_stats(d)
+    # Seed 1 was re-judged (1.5, not the lucky 1.9); seed 2 was not, so its raw best stands.
+    assert seen["a"] == [1.5, 1.7] and seen["b"] == [1.05, 1.05]
+    assert seen["noise_sigma"] == pytest.approx(0.10)
