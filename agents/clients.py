@@ -287,36 +287,77 @@ class Client:
                 model,
             ]
         if self.name == "codex":
-            provider = (
-                f'{{name="swarmlab",base_url="{self.base_url(environ)}",'
-                f'env_key="{self.key_env}",wire_api="responses"}}'
-            )
-            prefix = [f"{self.container_dir}/{self._resolve(d)}" for d in self.path_dirs]
-            return [
-                "/usr/bin/env",
-                f"PATH={':'.join([*prefix, CONTAINER_PATH])}",
-                self.container_binary,
-                "exec",
-                "--json",
-                "--dangerously-bypass-approvals-and-sandbox",
-                "--skip-git-repo-check",
-                "-m",
-                model,
-                "-c",
-                "model_provider=swarmlab",
-                "-c",
-                f"model_providers.swarmlab={provider}",
-                "-c",
-                "check_for_update_on_startup=false",
-                "-c",
-                "otel.metrics_exporter=none",
-                "-c",
-                "analytics.enabled=false",
-                "-c",
-                "features.plugins=false",
-                prompt,
-            ]
+            return [*self._codex_exec(environ), *self._codex_options(model, environ), prompt]
         raise ValueError(f"no command for client {self.name!r}")
+
+    def _codex_exec(self, environ: Mapping[str, str] | None) -> list[str]:
+        prefix = [f"{self.container_dir}/{self._resolve(d)}" for d in self.path_dirs]
+        return [
+            "/usr/bin/env",
+            f"PATH={':'.join([*prefix, CONTAINER_PATH])}",
+            self.container_binary,
+            "exec",
+        ]
+
+    def _codex_options(self, model: str, environ: Mapping[str, str] | None) -> list[str]:
+        provider = (
+            f'{{name="swarmlab",base_url="{self.base_url(environ)}",'
+            f'env_key="{self.key_env}",wire_api="responses"}}'
+        )
+        return [
+            "--json",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--skip-git-repo-check",
+            "-m",
+            model,
+            "-c",
+            "model_provider=swarmlab",
+            "-c",
+            f"model_providers.swarmlab={provider}",
+            "-c",
+            "check_for_update_on_startup=false",
+            "-c",
+            "otel.metrics_exporter=none",
+            "-c",
+            "analytics.enabled=false",
+            "-c",
+            "features.plugins=false",
+        ]
+
+    @property
+    def resume_mechanism(self) -> str:
+        """How :meth:`resume_command` continues a session, in the CLI's own words."""
+        return {
+            "claude_code": "claude -p --continue",
+            "codex": "codex exec resume --last",
+        }[self.name]
+
+    def resume_command(
+        self,
+        message: str,
+        model: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """The headless invocation that continues the most recent session recorded under
+        ``HOME`` for the container's working directory, sending ``message`` as the next user
+        turn: Claude Code's ``--continue`` (``-c``: "continue the most recent conversation in
+        the current directory"), Codex's ``exec resume --last`` ("resume the most recent
+        recorded session", filtered by the working directory). Both read the session from
+        the record the first invocation left in ``HOME`` (the agent's notes folder, which
+        survives the container), so the model sees its whole history again."""
+        model = model or self.default_model
+        if self.name == "claude_code":
+            first = self.command(message, model, environ)
+            return [*first[:3], "--continue", *first[3:]]
+        if self.name == "codex":
+            return [
+                *self._codex_exec(environ),
+                "resume",
+                "--last",
+                *self._codex_options(model, environ),
+                message,
+            ]
+        raise ValueError(f"no resume command for client {self.name!r}")
 
     def spec_fields(
         self,

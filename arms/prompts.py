@@ -17,6 +17,8 @@ from pathlib import Path
 PROMPT_VERSION = "1"
 TEMPLATES = Path(__file__).resolve().parent / "prompts"
 ROLES = ("worker", "critic")
+# What a seat whose CLI exited before the deadline is sent when the CLI resumes its session.
+KEEP_GOING = "keep_going"
 
 
 @dataclass(frozen=True)
@@ -74,3 +76,24 @@ def render_prompt(
         ),
     )
     return RenderedPrompt(role, text, _sha(text), _sha(template))
+
+
+def _deadline_words(deadline: float) -> dict[str, str]:
+    return {
+        "deadline": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(deadline)),
+        "deadline_utc": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(deadline)),
+    }
+
+
+def render_keep_going(deadline: float) -> RenderedPrompt:
+    """The message a resumed seat gets as its next turn (the same for every role and seat).
+
+    Args:
+        deadline: The run's deadline, seconds since the epoch.
+
+    Returns:
+        The rendered text and its hashes (role ``keep_going``).
+    """
+    template = (TEMPLATES / f"{KEEP_GOING}.md").read_text()
+    text = template.format(**_deadline_words(deadline)).strip()
+    return RenderedPrompt(KEEP_GOING, text, _sha(text), _sha(template))

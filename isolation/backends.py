@@ -98,6 +98,14 @@ class AgentSpec:
     # Host folders no mount may contain or lie inside (the judge's private folder); the run
     # directory is always one, apart from this agent's own folders.
     hidden_paths: list[str] = field(default_factory=list)
+    # A vendor CLI's seat (all empty for the scripted agent): the argv that continues the CLI's
+    # own session after an early exit (the supervisor uses it instead of ``command`` once a
+    # session record exists), that mechanism's name for the lifecycle event, and the host
+    # folder and ``analysis.tokens`` format of the CLI's session records.
+    resume_command: list[str] = field(default_factory=list)
+    resume_mechanism: str = ""
+    records: str = ""
+    records_format: str = ""
 
     @property
     def run_dir(self) -> Path:

@@ -45,6 +45,15 @@ class AgentConfig:
     command: list[str] = field(default_factory=list)
     image: str = "swarmlab-base:1"
     network: str = "none"
+    # A vendor's CLI from agents.clients (claude_code, codex) in every seat, with the seat's
+    # rendered prompt from arms.prompts; null: ``command`` (the scripted agent).
+    client: str | None = None
+    # The model the CLI asks for; null: the client's default.
+    model: str | None = None
+    # An early exit is resumed with the CLI's own session resume (false: started afresh).
+    resume: bool = True
+    # The container's memory for a CLI seat; null: isolation.memory.
+    memory: str | None = None
 
 
 @dataclass
@@ -71,6 +80,18 @@ class BudgetConfig:
 
 
 @dataclass
+class ConfirmConfig:
+    """After the deadline the runner judges each arm's best PASS ``runs`` times and the starting
+    commit ``baseline_runs`` times (runner/confirm.py): the best is reported as re-measured, not
+    as the luckiest of many noisy numbers, and the starting commit's spread is the judge's noise.
+    The phase ends after ``max_minutes``; what is not judged by then is withdrawn."""
+
+    runs: int = 3
+    baseline_runs: int = 2
+    max_minutes: float = 10.0
+
+
+@dataclass
 class RunnerConfig:
     experiment: str = "single"
     seed: int = 0
@@ -79,6 +100,7 @@ class RunnerConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     isolation: IsolationConfig = field(default_factory=IsolationConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+    confirm: ConfirmConfig = field(default_factory=ConfirmConfig)
     arms: dict[str, ArmConfig] = field(default_factory=dict)
     # arm=continuation: the run directory whose champion every agent starts from.
     from_run: str | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,9 @@ class EventLog:
             db.execute(
                 "CREATE UNIQUE INDEX IF NOT EXISTS messages_request ON messages (request_id)"
             )
+            columns = {row[1] for row in db.execute("PRAGMA table_info(tokens)")}
+            if "requests" not in columns:  # distinct API calls the record counts (or NULL)
+                db.execute("ALTER TABLE tokens ADD COLUMN requests INTEGER")
 
     def connect(self) -> AbstractContextManager[sqlite3.Connection]:
         return connect_wal(self.path)
@@ -220,6 +224,40 @@ class EventLog:
                     source,
                 ),
             )
+
+    def set_tokens(self, arm: str, agent: str, source: str, usages: Iterable[Any]) -> int:
+        """Replace every token row of one agent with ``usages`` (``analysis.tokens.TokenUsage``
+        per model, read from the agent's whole session record), in one transaction: reading
+        the same records again, periodically or after a restart, never counts twice.
+        Returns the rows written."""
+        rows = [
+            (
+                time.time(),
+                arm,
+                agent,
+                u.model,
+                u.input,
+                u.cache_read,
+                u.cache_write,
+                u.output,
+                u.reasoning,
+                u.cost_estimate,
+                source,
+                u.requests,
+            )
+            for u in usages
+        ]
+        with self.connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("DELETE FROM tokens WHERE arm = ? AND agent = ?", (arm, agent))
+            db.executemany(
+                "INSERT INTO tokens (at, arm, agent, model, input, cache_read, cache_write,"
+                " output, reasoning, cost_estimate, source, requests)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                rows,
+            )
+            db.execute("COMMIT")
+        return len(rows)
 
     # -- reads ---------------------------------------------------------------------------
 

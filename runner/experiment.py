@@ -36,16 +36,16 @@ from judge.private import JudgeHome, home_path, setup
 from judge.queue import JudgeQueue
 from judge.sandbox import judge_cpuset
 from judge.service import start_service, worker_alive
+from runner.confirm import CHAMPION, plan_rechecks, queue_rechecks
 from runner.events import EventLog
 from runner.gateway import Gateway
 from runner.progress import Progress
+from runner.seats import client_meta, real_seat, record_prompts, seat_problem
 from runner.summary import format_summary, summarize, write_summary
 from runner.supervisor import Supervisor
 from tasks.schema import PROJECT_ROOT, task_root
 
 AGENTS_DIR = PROJECT_ROOT / "agents"
-# The pseudo-agent under which a continuation's starting champion is re-measured.
-CHAMPION = "champion"
 
 
 def clock(epoch: float) -> str:
@@ -201,7 +201,8 @@ def agent_specs(
                     hidden_paths=[str(home.root)],
                 )
             )
-    return specs
+    # agent=claude_code|codex: the seat's CLI, prompt, key and resume (runner/seats.py).
+    return [real_seat(cfg, spec, spec.arm_workspace, deadline) for spec in specs]
 
 
 class Run:
@@ -220,6 +221,9 @@ class Run:
         backend = get_backend(cfg.isolation.backend)
         if not cfg.arms:
             raise RunRefused("no arm selected: arm=swarm, arm=solo or experiment=swarm_vs_solo")
+        problem = seat_problem(cfg)  # a missing key or CLI: before the judge or any container
+        if problem:
+            raise RunRefused(problem)
         source, commit, champ = self.starting_point()  # a bad from_run fails before any work
         home = self.judge_up()
         run_id = f"{cfg.experiment}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
@@ -252,6 +256,8 @@ class Run:
             status="running",
             config=OmegaConf.to_container(cfg, resolve=True),
         )
+        if cfg.agent.get("client"):  # each seat's prompt: hashes here, text beside its folders
+            self.events.set_meta(client=client_meta(cfg), prompts=record_prompts(arms, deadline))
         say(f"run {run_id}: {', '.join(a.name for a in arms)} until {clock(deadline)}")
         return self.supervise(backend, home, arms, run_id, deadline, first_event="started")
 
@@ -362,6 +368,8 @@ class Run:
                 supervisor.stop_all(self.stopping or "deadline")
                 backend.cleanup(run_id)
             self.drain(gateway, queue, link, reason)
+            if reason == "deadline":
+                self.recheck(gateway, queue, link, arms)
             return self.collect(reason, link, queue)
         except Exception:
             # A run that fails leaves no judge service behind that it started and nobody uses.
@@ -421,6 +429,33 @@ class Run:
                 f" ({len(cancelled)} withdrawn from the judge's queue)"
             )
 
+    def recheck(
+        self, gateway: Gateway, queue: JudgeQueue, link: JudgeLink, arms: list[ArmWorkspace]
+    ) -> None:
+        """Judge each arm's best and its starting commit again, all arms alike."""
+        confirm = self.cfg.confirm
+        plan = plan_rechecks(self.events, arms, confirm.runs, confirm.baseline_runs)
+        if not plan:
+            return
+        if not self.events.meta().get("rechecks_started_at"):
+            self.events.set_meta(rechecks_started_at=time.time())
+        queue_rechecks(self.events, queue, plan)
+        say(
+            f"re-judging each arm's best ({confirm.runs}x) and the starting commit"
+            f" ({confirm.baseline_runs}x): {len(plan)} evaluations,"
+            f" at most {confirm.max_minutes:g} min"
+        )
+        limit = time.time() + 60 * confirm.max_minutes
+        while self.events.pending_jobs() and time.time() < limit and not self.stopping:
+            link.ensure_running()
+            gateway.poll()
+            time.sleep(0.5)
+        gateway.poll()
+        left = [s["job_id"] for s in self.events.pending_jobs()]
+        if left:
+            queue.cancel(left, "re-judging phase ended")
+            say(f"{len(left)} re-judgement(s) not finished in time (withdrawn)")
+
     def collect(self, reason: str, link: JudgeLink, queue: JudgeQueue) -> int:
         ended = time.time()
         self.events.set_meta(status="finished" if reason == "deadline" else reason, ended_at=ended)
@@ -453,6 +488,10 @@ def resume_experiment(run_dir: Path) -> int:
     meta = run.events.meta()
     if meta.get("status") != "running":
         say(f"runner: {run_dir} ended ({meta.get('status')}); nothing to resume")
+        return 2
+    problem = seat_problem(cfg)  # type: ignore[arg-type]
+    if problem:
+        say(f"runner: {problem}")
         return 2
     try:
         backend = get_backend(cfg.isolation.backend)

@@ -3,16 +3,37 @@
 An agent that exits before the deadline is restarted with a "keep going" signal (the event is
 recorded): hitting the target, disproving a direction or "pausing for review" are not reasons
 to stop. At the deadline, or on Ctrl-C/SIGTERM, every agent is stopped.
+
+A seat of a vendor's CLI (its spec names ``records``) is resumed rather than restarted: once its
+session record exists, the restart runs ``spec.resume_command`` (the CLI's own resume with the
+keep-going message), and the ``restarted`` event names the ``mechanism``. A CLI that keeps
+exiting at once (within :data:`QUICK_EXIT_S` of its start: a key refused, an endpoint down, a
+model that stops at once) is restarted after a pause that doubles each time, up to
+:data:`MAX_BACKOFF_S` (``backoff_s`` and ``ran_s`` in the event: the time lost is on record),
+without holding up the rest of the run. Each start's output
+(the CLI's JSON event stream) is kept in ``arms/<arm>/agents/<seat>/output/``; the retries it
+reports (Claude Code's ``api_retry`` events, Codex's "Reconnecting" errors) become an
+``api_retries`` event. The CLI's token usage is read from its session records into the
+``tokens`` table every :attr:`Supervisor.tokens_every_s` and once more after the agents stop,
+replacing the agent's rows each time.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from analysis.tokens import TokenRecordError, read_usage
 from isolation.backends import AgentBackend, AgentHandle, AgentSpec
 from runner.events import EventLog
+
+# A CLI that fails within this many seconds of its start is backed off before the next one.
+QUICK_EXIT_S = 30.0
+MAX_BACKOFF_S = 120.0
+OUTPUT_LINES = 1_000_000
 
 
 @dataclass
@@ -24,6 +45,51 @@ class Seat:
     restarts: int = 0
     started_at: float = 0.0
     exits: list[int | None] = field(default_factory=list)
+    # A CLI seat that exited and waits for its restart: when, and what its event will say.
+    restart_at: float | None = None
+    restart_detail: dict[str, Any] = field(default_factory=dict)
+    quick_exits: int = 0
+
+
+def has_records(spec: AgentSpec) -> bool:
+    """True once the CLI wrote a session record (something to resume)."""
+    root = Path(spec.records) if spec.records else None
+    return bool(root and root.is_dir() and any(root.rglob("*.jsonl")))
+
+
+def count_retries(output: str, records_format: str) -> dict[str, Any]:
+    """The API retries a CLI reported on its JSON event stream: ``count``, ``waited_s`` (the
+    delays it announced, where it announces them) and ``statuses`` (HTTP status: count)."""
+    count, waited_ms = 0, 0.0
+    statuses: dict[str, int] = {}
+    for line in output.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if records_format == "claude_code":
+            if event.get("type") != "system" or event.get("subtype") != "api_retry":
+                continue
+            waited_ms += float(event.get("retry_delay_ms") or 0)
+            status = str(event.get("error_status") or event.get("error") or "none")
+        elif records_format == "codex":
+            message = str(event.get("message") or "")
+            if event.get("type") != "error" or not message.startswith("Reconnecting"):
+                continue
+            status = "stream"
+        else:
+            continue
+        count += 1
+        statuses[status] = statuses.get(status, 0) + 1
+    out: dict[str, Any] = {"count": count, "statuses": statuses}
+    if records_format == "claude_code":
+        out["waited_s"] = round(waited_ms / 1000, 3)
+    return out
 
 
 class Supervisor:
@@ -36,11 +102,14 @@ class Supervisor:
         specs: list[AgentSpec],
         *,
         min_restart_interval_s: float = 2.0,
+        tokens_every_s: float = 60.0,
     ) -> None:
         self.backend = backend
         self.events = events
         self.seats = {(s.arm, s.agent): Seat(s) for s in specs}
         self.min_restart_interval_s = min_restart_interval_s
+        self.tokens_every_s = tokens_every_s
+        self._tokens_at = time.time()
 
     def start_all(self, event: str = "started") -> None:
         for seat in self.seats.values():
@@ -50,38 +119,141 @@ class Supervisor:
         spec = seat.spec
         if seat.restarts:
             env = {**spec.env, "SWARMLAB_KEEP_GOING": "1", "SWARMLAB_RESTARTS": str(seat.restarts)}
-            spec = replace(spec, env=env)
+            if spec.resume_command and has_records(spec):
+                spec = replace(spec, command=spec.resume_command, env=env)
+                detail["mechanism"] = spec.resume_mechanism
+            elif spec.records:
+                spec = replace(spec, env=env)
+                detail["mechanism"] = (
+                    "fresh start (no session record to resume yet)"
+                    if spec.resume_command
+                    else "fresh start (agent.resume=false)"
+                )
+            else:
+                spec = replace(spec, env=env)
         seat.handle = self.backend.start(spec)
         seat.started_at = time.time()
         self.events.lifecycle(spec.arm, spec.agent, event, restarts=seat.restarts, **detail)
 
     def check(self) -> int:
-        """Restart every agent that exited; returns how many were restarted."""
+        """Restart every agent that exited (a CLI seat once its pause is over); read the CLIs'
+        token records when they are due. Returns how many were restarted."""
         restarted = 0
+        now = time.time()
         for seat in self.seats.values():
             handle = seat.handle
-            if handle is None or handle.running():
+            if handle is None:
                 continue
-            code = handle.exit_code()
-            seat.exits.append(code)
-            spec = seat.spec
-            self.events.lifecycle(
-                spec.arm, spec.agent, "exited", code=code, log_tail=handle.logs_tail(20)
-            )
-            # An agent that dies at once is not restarted in a tight loop.
-            wait = self.min_restart_interval_s - (time.time() - seat.started_at)
-            if wait > 0:
-                time.sleep(wait)
-            handle.stop(timeout=1)
-            seat.restarts += 1
-            self._start(seat, "restarted", reason="exited before the deadline", code=code)
-            restarted += 1
+            if seat.restart_at is None:
+                if handle.running():
+                    continue
+                code = handle.exit_code()
+                seat.exits.append(code)
+                spec = seat.spec
+                self.events.lifecycle(
+                    spec.arm, spec.agent, "exited", code=code, log_tail=handle.logs_tail(20)
+                )
+                if spec.records:
+                    self._plan_restart(seat, handle, code)
+                    continue
+                # An agent that dies at once is not restarted in a tight loop.
+                wait = self.min_restart_interval_s - (time.time() - seat.started_at)
+                if wait > 0:
+                    time.sleep(wait)
+                handle.stop(timeout=1)
+                seat.restarts += 1
+                self._start(seat, "restarted", reason="exited before the deadline", code=code)
+                restarted += 1
+            elif now >= seat.restart_at:
+                handle.stop(timeout=1)
+                seat.restarts += 1
+                detail, seat.restart_at, seat.restart_detail = seat.restart_detail, None, {}
+                self._start(seat, "restarted", **detail)
+                restarted += 1
+        if self.tokens_every_s > 0 and now - self._tokens_at >= self.tokens_every_s:
+            self.collect_tokens()
         return restarted
+
+    def _plan_restart(self, seat: Seat, handle: AgentHandle, code: int | None) -> None:
+        """A CLI seat exited: keep its output, record its retries, and set when it restarts."""
+        now = time.time()
+        ran = now - seat.started_at
+        self._keep_output(seat, handle)
+        if ran < QUICK_EXIT_S:
+            # Each quick exit in a row doubles the pause: a CLI that fails at once (no key,
+            # an endpoint down) or a model that stops at once is not called in a tight loop.
+            seat.quick_exits += 1
+            pause = self.min_restart_interval_s * 2 ** (seat.quick_exits - 1)
+            pause = min(pause, MAX_BACKOFF_S)
+        else:
+            seat.quick_exits = 0
+            pause = self.min_restart_interval_s
+        seat.restart_at = now + pause
+        seat.restart_detail = {
+            "reason": "exited before the deadline",
+            "code": code,
+            "ran_s": round(ran, 1),
+            "backoff_s": round(pause, 1),
+        }
+
+    def _keep_output(self, seat: Seat, handle: AgentHandle) -> None:
+        """Write a CLI's output of this start beside the seat's folders; record its retries."""
+        spec = seat.spec
+        output = handle.logs_tail(OUTPUT_LINES)
+        folder = Path(spec.workspace.root) / "output"
+        try:
+            folder.mkdir(exist_ok=True)
+            (folder / f"start-{seat.restarts:03d}.jsonl").write_text(output)
+        except OSError:
+            pass
+        retries = count_retries(output, spec.records_format)
+        if retries["count"]:
+            self.events.lifecycle(
+                spec.arm,
+                spec.agent,
+                "api_retries",
+                restarts=seat.restarts,
+                source=f"{spec.records_format} output",
+                **retries,
+            )
+
+    def collect_tokens(self, final: bool = False) -> None:
+        """Read every CLI seat's session records into the tokens table (one row per model,
+        replacing the seat's rows). ``final``: also record a ``tokens`` event per seat (the
+        totals, or why there are none)."""
+        self._tokens_at = time.time()
+        for seat in self.seats.values():
+            spec = seat.spec
+            if not spec.records_format:
+                continue
+            try:
+                usage = read_usage(spec.records, spec.records_format)
+            except TokenRecordError as exc:
+                if final:
+                    self.events.lifecycle(
+                        spec.arm, spec.agent, "tokens", source=spec.records_format, error=str(exc)
+                    )
+                continue
+            self.events.set_tokens(spec.arm, spec.agent, spec.records_format, usage.values())
+            if final:
+                self.events.lifecycle(
+                    spec.arm,
+                    spec.agent,
+                    "tokens",
+                    source=spec.records_format,
+                    models=sorted(usage),
+                    requests=sum(u.requests for u in usage.values()),
+                    output=sum(u.output for u in usage.values()),
+                )
 
     def stop_all(self, reason: str) -> None:
         for seat in self.seats.values():
             if seat.handle is None:
                 continue
+            if seat.spec.records and seat.restart_at is None:
+                self._keep_output(seat, seat.handle)
             seat.handle.stop(timeout=5)
             self.events.lifecycle(seat.spec.arm, seat.spec.agent, "stopped", reason=reason)
             seat.handle = None
+            seat.restart_at = None
+        self.collect_tokens(final=True)

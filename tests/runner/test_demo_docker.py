@@ -16,12 +16,23 @@ from tasks.schema import PROJECT_ROOT
 pytestmark = pytest.mark.docker
 
 
+def demo_overrides() -> list[str]:
+    """What `make demo` passes to the runner, read from the Makefile (the test runs that)."""
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    line = next(x for x in makefile.splitlines() if x.startswith("DEMO_OVERRIDES"))
+    minutes = next(x for x in makefile.splitlines() if x.startswith("DEMO_MINUTES"))
+    value = minutes.split("=", 1)[1].strip()
+    return [part.replace("$(DEMO_MINUTES)", value) for part in line.split("=", 1)[1].split()]
+
+
+DEMO = demo_overrides()
+
+
 def test_swarm_vs_solo_demo(judge_private_dir, base_image, tmp_path):
     run_dir = tmp_path / "demo"
     result = subprocess.run(
-        [sys.executable, "-m", "runner", "experiment=swarm_vs_solo", "budget.minutes=3",
-         "budget.drain_minutes=1", f"judge.private_dir={judge_private_dir}",
-         f"hydra.run.dir={run_dir}"],
+        [sys.executable, "-m", "runner", "experiment=swarm_vs_solo", *DEMO,
+         f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}"],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -34,6 +45,13 @@ def test_swarm_vs_solo_demo(judge_private_dir, base_image, tmp_path):
     assert any(float(r["x_baseline"] or 0) > 1.0 for r in rows.values()), report
     assert int(rows["swarm"]["relays"]) >= 1, report
     assert 0 < sum(float(r["judge_busy_pct"]) for r in rows.values()) <= 100.0 + 1e-6
+    # After the deadline each arm's best and the starting commit were judged again.
+    for row in rows.values():
+        if int(row["pass"]):
+            assert row["confirm_verdicts"], report
+            assert row["confirm_verdicts"].split(",")[0] == "PASS", report
+            assert float(row["confirmed_x_baseline"]) > 0, report
+    assert rows["swarm"]["judge_noise_x_sd"], report
     events = EventLog(run_dir / "events.sqlite")
     evaluations = events.table("evaluations")
     verdicts = {e["verdict"] for e in evaluations}
@@ -53,3 +71,17 @@ def test_swarm_vs_solo_demo(judge_private_dir, base_image, tmp_path):
                 capture_output=True, text=True, check=True,
             ).stdout  # fmt: skip
             assert any(name in message for name in moves), message
+
+    # The report regenerates from the run directory alone, every formula filled in.
+    analysis = subprocess.run(
+        [sys.executable, "-m", "analysis.report", str(run_dir)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert analysis.returncode == 0, analysis.stderr[-2000:]
+    text = (run_dir / "analysis" / "report.md").read_text()
+    assert "judge capacity = " in text and "judge utilisation = " in text
+    assert "No token records" in text  # scripted agents: nothing invented
+    assert len(list((run_dir / "analysis" / "figures").glob("*.png"))) >= 4
+    for table in ("evaluations", "submissions", "messages", "tokens", "lifecycle", "arms"):
+        assert (run_dir / "analysis" / "tables" / f"{table}.parquet").is_file()
+        assert (run_dir / "analysis" / "tables" / f"{table}.csv").is_file()

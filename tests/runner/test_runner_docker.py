@@ -4,6 +4,7 @@ SIGKILL then resume, agents that exit early, and bad input."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -30,11 +31,16 @@ def _runner(*args: str, **kwargs) -> subprocess.Popen:
 
 
 def _base(
-    private_dir: Path, run_dir: Path, minutes: float, command: str = SUBMIT_ONCE
+    private_dir: Path,
+    run_dir: Path,
+    minutes: float,
+    command: str = SUBMIT_ONCE,
+    rechecks: tuple[int, int] = (0, 0),
 ) -> list[str]:
     return [
         f"judge.private_dir={private_dir}", f"hydra.run.dir={run_dir}", f"budget.minutes={minutes}",
         "budget.drain_minutes=1", "progress_every_s=5", f"agent.command=[sh,-c,{command}]",
+        f"confirm.runs={rechecks[0]}", f"confirm.baseline_runs={rechecks[1]}",
     ]  # fmt: skip
 
 
@@ -54,14 +60,27 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 def test_a_run_to_its_deadline_writes_its_summary(judge_private_dir, base_image, tmp_path):
     run_dir = tmp_path / "run"
-    proc = _runner("arm=solo", "judge.preflight=skip", *_base(judge_private_dir, run_dir, 0.5))
+    args = _base(judge_private_dir, run_dir, 0.5, rechecks=(2, 1))
+    proc = _runner("arm=solo", "judge.preflight=skip", *args)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     assert "solo" in out and f"results: {run_dir}" in out
     assert "left]" in err  # progress lines while it ran
     events = EventLog(run_dir / "events.sqlite")
-    [evaluation] = events.table("evaluations")
-    assert evaluation["verdict"] == "PASS" and evaluation["agent"] == "w1"
+    evaluations = events.table("evaluations")
+    [evaluation] = [e for e in evaluations if e["agent"] == "w1"]
+    assert evaluation["verdict"] == "PASS"
+    # After the deadline the runner judged the arm's best twice and the starting commit once,
+    # as its own pseudo-agents, after every agent evaluation.
+    confirms = [e for e in evaluations if e["agent"] == "confirm"]
+    [baseline] = [e for e in evaluations if e["agent"] == "baseline"]
+    assert [e["commit_sha"] for e in confirms] == [evaluation["commit_sha"]] * 2
+    assert baseline["commit_sha"] == events.meta()["start_commit"]
+    assert min(e["started_at"] for e in [*confirms, baseline]) >= evaluation["finished_at"]
+    assert events.meta()["rechecks_started_at"] >= events.meta()["deadline"]
+    row = next(csv.DictReader((run_dir / "summary.csv").open()))
+    assert row["evaluations"] == "1"  # the runner's re-judgements are not the agent's
+    assert row["confirm_verdicts"] == ",".join(e["verdict"] for e in confirms)
     [message] = events.messages("solo")
     assert message["author"] == "w1" and message["text"] == "done"
     summary = (run_dir / "summary.csv").read_text().splitlines()

@@ -44,7 +44,8 @@ def test_sweep_through_joblib(judge_private_dir, base_image, tmp_path):
         result = subprocess.run(
             [sys.executable, "-m", "runner", "-m", "experiment=swarm_vs_solo", "seed=1,2",
              "isolation.memory=1g,1k", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-             "budget.minutes=0.3", "budget.drain_minutes=0.2",
+             "budget.minutes=0.3", "budget.drain_minutes=0.2", "confirm.runs=1",
+             "confirm.baseline_runs=1", "confirm.max_minutes=0.5",
              f"judge.private_dir={judge_private_dir}", f"hydra.sweep.dir={sweep_dir}"],
             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
@@ -87,7 +88,8 @@ def test_sweep_through_joblib(judge_private_dir, base_image, tmp_path):
     assert set(arms) == {"swarm", "solo"}
     for r in arms.values():
         assert (r["jobs"], r["n"], r["failed"]) == ("4", "2", "2")
-        assert float(r["median_x_baseline"]) >= 1.0
+        # A PASS may measure a little under 1x (noise); an arm with none counts as 1.0.
+        assert float(r["median_x_baseline"]) > 0
     (comparison,) = [r for r in stats if r["row"] == "comparison"]
     assert (comparison["arm_a"], comparison["arm_b"]) == ("swarm", "solo")
     assert comparison["outcome"] == "cannot_tell", comparison  # 2 vs 2 seeds never can

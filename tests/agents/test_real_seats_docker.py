@@ -1,0 +1,180 @@
+"""A real CLI in a seat of ``python -m runner``: ``agent=claude_code`` (and ``agent=codex``)
+``arm=solo`` for half a minute against the local endpoint of its vendor's protocol
+(``agents/endpoints``) on an internal Docker network.
+
+The endpoint plays a short session (commit a change, ``submit``, answer), after which the CLI
+exits long before the deadline: the supervisor must resume it with the CLI's own mechanism
+(Claude Code's ``--continue``, Codex's ``exec resume --last``) and the keep-going message, again
+until the deadline. The test checks
+that the submission reached the judge and got its verdict, that the ``tokens`` table equals
+what the endpoint reported (every resumed call included, none twice), that every restart is a
+lifecycle event naming the resume mechanism and that the resumed calls carried the session's
+history, that the seat's prompt is recorded, and that the key is in no file of the run.
+
+Fast tests (no engine, no CLI): a missing key is one line and exit 2 before anything starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.clients import ClientMissing, get_client, model_network
+from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
+from runner.events import EventLog
+from tasks.schema import PROJECT_ROOT
+
+# A change to the frozen zone: the judge answers REJECT (frozen_zone) in seconds.
+EDIT_FROZEN = (
+    "printf '\\n' >> engine/config.py && git commit -qam 'scripted: touch the frozen zone' && "
+    "git rev-parse HEAD"
+)
+
+
+def _runner(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args], cwd=PROJECT_ROOT, env=env,
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def _files_holding(root: Path, secret: bytes) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            try:
+                if secret in path.read_bytes():
+                    found.append(str(path))
+            except OSError:
+                continue
+    return found
+
+
+def _sum(rows: list[dict[str, int]]) -> dict[str, int]:
+    return {k: sum(r.get(k, 0) for r in rows) for k in USAGE_KEYS}
+
+
+# The vendor's endpoint, what its base URL ends with, and the resume mechanism.
+SEATS = {
+    "claude_code": ("anthropic", "", "claude -p --continue"),
+    "codex": ("openai", "/v1", "codex exec resume --last"),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("agent", sorted(SEATS))
+def test_a_cli_seat_runs_resumes_and_is_accounted(
+    agent, judge_private_dir, base_image, docker_client, tmp_path
+):
+    vendor, base_path, mechanism = SEATS[agent]
+    client = get_client(agent)
+    try:
+        client.binary()
+    except ClientMissing as exc:
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail(f"CI is set and a real-client test cannot run: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    name, gateway = model_network(docker_client, f"swarmlab-test-seat-{os.getpid()}")
+    key = f"sk-swarmlab-test-{secrets.token_hex(16)}"
+    run_dir = tmp_path / "run"
+    endpoint = ENDPOINTS[vendor](
+        session_script(vendor, edit=EDIT_FROZEN), host=gateway, port=0, api_key=key
+    )
+    env = {k: v for k, v in os.environ.items() if k != client.key_env}
+    try:
+        with endpoint:
+            env.update({client.key_env: key, client.base_url_env: endpoint.url + base_path})
+            started = time.monotonic()
+            result = _runner(
+                [
+                    "arm=solo", f"agent={agent}", f"agent.network={name}",
+                    "budget.minutes=0.5", "budget.drain_minutes=0.3", "judge.preflight=skip",
+                    "confirm.runs=0", "confirm.baseline_runs=0", "progress_every_s=0",
+                    f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}",
+                ],
+                env,
+                timeout=300,
+            )  # fmt: skip
+            seconds = time.monotonic() - started
+    finally:
+        docker_client.networks.get(name).remove()
+    report = f"exit {result.returncode} after {seconds:.0f}s\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, report
+    events = EventLog(run_dir / "events.sqlite")
+    life = events.table("lifecycle")
+    trail = [(e["event"], json.loads(e["detail"])) for e in life]
+    report += f"\nlifecycle: {trail}\nreplies: {[(r.step, r.kind) for r in endpoint.replies]}"
+
+    # The session's commit reached the judge, which answered.
+    (submission,) = events.table("submissions")
+    (evaluation,) = events.table("evaluations")
+    assert (submission["arm"], submission["agent"]) == ("solo", "w1"), report
+    assert evaluation["commit_sha"] == submission["commit_sha"]
+    assert (evaluation["verdict"], evaluation["reason"]) == ("REJECT", "frozen_zone"), report
+
+    # The CLI exited early and was resumed with its own mechanism, each time recorded.
+    restarts = [d for event, d in trail if event == "restarted"]
+    assert restarts, report
+    assert all(d["mechanism"] == mechanism for d in restarts), report
+    assert sum(1 for event, _ in trail if event == "exited") >= len(restarts)
+    # A resumed call carried the history: the script never started over at its first step.
+    steps = [r.step for r in endpoint.replies if r.kind != "side"]
+    assert steps[:3] == [0, 1, 2] and set(steps[3:]) == {2}, report
+    assert len(steps) > 3, report
+    outputs = sorted((run_dir / "arms/solo/agents/w1/output").glob("start-*.jsonl"))
+    assert len(outputs) == len(restarts) + 1, report
+
+    # The tokens table: what the endpoint reported, per model, once.
+    rows = events.table("tokens")
+    got = {r["model"]: {k: r[k] for k in USAGE_KEYS} for r in rows}
+    assert {r["source"] for r in rows} == {client.record_format}
+    assert len(got) == len(rows)  # one row per agent and model
+    want = endpoint.usage_by_model()
+    if got != want:
+        # The deadline may kill the CLI between the endpoint's reply and the CLI's record of it:
+        # then exactly the last reply is missing, and it came in the last seconds of the run.
+        last = endpoint.replies[-1]
+        stopped = max(e["at"] for e in life if e["event"] == "stopped")
+        asked = max(r.at for r in endpoint.requests if r.step is not None)
+        rest = {last.model: _sum([r.usage for r in endpoint.replies[:-1] if r.model == last.model])}
+        assert got == {**want, **rest} and asked > stopped - 10, (got, want, report)
+    (tokens_event,) = [d for event, d in trail if event == "tokens"]
+    assert tokens_event["source"] == client.record_format and tokens_event["requests"] >= 3
+
+    # The seat's prompt: the solo worker's, recorded by hash, its text beside the seat.
+    meta = events.meta()
+    prompt = meta["prompts"]["solo"]["w1"]
+    text = (run_dir / prompt["file"]).read_text()
+    assert "working alone" in text and "You are w1" in text
+    assert prompt["role"] == "worker" and prompt["solo"] is True and len(prompt["sha256"]) == 64
+    assert meta["client"]["version"] == client.version and meta["agent_kind"] == agent
+
+    # The key travelled in the container's environment only.
+    assert _files_holding(run_dir, key.encode()) == [], report
+    assert seconds < 150, report
+
+
+def test_a_missing_key_is_one_line_and_exit_2_before_anything_starts(tmp_path):
+    run_dir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env["DOCKER_HOST"] = "unix:///nonexistent.sock"  # any engine call would fail differently
+    result = _runner(
+        ["experiment=swarm_vs_solo", "agent=claude_code", f"hydra.run.dir={run_dir}",
+         f"judge.private_dir={tmp_path / 'judge'}"],
+        env,
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("runner: agent=claude_code needs ANTHROPIC_API_KEY")
+    # Nothing was set up: no judge folder, no workspaces, no judge service.
+    assert not (tmp_path / "judge").exists()
+    assert not (run_dir / "arms").exists() and not (run_dir / "judge-service.log").exists()
