@@ -230,6 +230,7 @@ def _asymmetries(run: RunInfo, tables: Tables) -> list[str]:
         if with_tokens and with_tokens != set(run.arms):
             missing = ", ".join(a for a in run.arms if a not in with_tokens)
             out.append(f"Token records exist for some arms only (none for {missing}).")
+        out += _prompt_asymmetries(run)
         seats = {a: sum(s.arm == a for s in run.seats) for a in run.arms}
         if len(set(seats.values())) > 1:
             shown = ", ".join(f"{a} {n}" for a, n in seats.items())
@@ -243,6 +244,35 @@ def _asymmetries(run: RunInfo, tables: Tables) -> list[str]:
             f"The runner was restarted mid-run and resumed {shown}: the arms were "
             "interrupted (the seed's solo run lost five minutes this way)."
         )
+    return out
+
+
+def _prompt_asymmetries(run: RunInfo) -> list[str]:
+    """Arms whose seats read different instructions beyond what the role puts in.
+
+    The runner records per seat the sha256 of the prompt's template and its version (meta
+    ``prompts``); the direction and "you are alone" are the role's and the seat's, by design.
+    A role whose template or version differs between arms means the arms were not told the
+    same thing.
+    """
+    prompts = run.meta.get("prompts") or {}
+    out = []
+    by_role: dict[str, dict[str, set[tuple[str, str]]]] = {}
+    for arm, seats in prompts.items():
+        for seat in (seats or {}).values():
+            key = (str(seat.get("template_sha256", "")), str(seat.get("version", "")))
+            by_role.setdefault(str(seat.get("role", "")), {}).setdefault(arm, set()).add(key)
+    for role, arms in sorted(by_role.items()):
+        variants = {key for keys in arms.values() for key in keys}
+        if len(variants) > 1:
+            shown = "; ".join(
+                f"{arm}: " + ", ".join(f"`{t[:10]}` v{v}" for t, v in sorted(keys))
+                for arm, keys in sorted(arms.items())
+            )
+            out.append(
+                f"The {role} prompts differ between arms beyond the role ({shown}): the arms "
+                "were not given the same instructions."
+            )
     return out
 
 

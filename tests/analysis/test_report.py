@@ -231,3 +231,28 @@ def test_run_killed_before_any_verdict(tmp_path, capsys):
     assert "*The judge's timeline*: not drawn: no evaluations" in text
     assert "Only one arm (`swarm`): no control" in text
     assert "1 submission(s) were never evaluated" in text
+
+
+def _prompts(worker_template: dict[str, str]) -> dict[str, dict[str, dict[str, str]]]:
+    """The meta ``prompts`` as runner/seats.py records it: per arm, per seat."""
+    return {
+        "swarm": {
+            "w1": {"role": "worker", "template_sha256": worker_template["swarm"], "version": "1"},
+            "critic": {"role": "critic", "template_sha256": "c" * 64, "version": "1"},
+        },
+        "solo": {
+            "w1": {"role": "worker", "template_sha256": worker_template["solo"], "version": "1"}
+        },
+    }
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_prompts_that_differ_beyond_the_role_are_flagged(run_factory, same):
+    run = run_factory()
+    templates = {"swarm": "a" * 64, "solo": "a" * 64 if same else "b" * 64}
+    EventLog(run.path / "events.sqlite").set_meta(prompts=_prompts(templates))
+    tables = build_tables(run.path, git=False)
+    solid = "\n".join(not_solid(tables, tables.runs[0]))
+    # A critic only in the swarm and a solo worker told it is alone are the design, not a flaw.
+    assert ("The worker prompts differ between arms" in solid) is not same, solid
+    assert "The critic prompts differ" not in solid
