@@ -18,6 +18,8 @@ A sweep folder (``results/<experiment>/multirun/<timestamp>/``) holds one folder
 
 An arm of an ``ok`` job with no PASS counts as ``x_baseline`` 1.0 in the statistics (its best
 valid engine is still the one it started from), and ``no_pass`` says how often that happened.
+An arm the judge never scored in a job (0 evaluations: a judge shared by parallel jobs, or a
+budget shorter than one evaluation) is left out of the statistics and counted as ``unjudged``.
 Reads only what the jobs wrote to disk; imports nothing of ``runner``.
 """
 
@@ -44,7 +46,7 @@ TAIL = ["concurrent_jobs", "overrides", "started_at", "ended_at"]
 METRIC = "x_baseline"
 CONFIRMED = "confirmed_x_baseline"
 STATS_COLUMNS = [
-    "row", "arm", "jobs", "n", "failed", "incomplete", "no_pass",
+    "row", "arm", "jobs", "n", "failed", "incomplete", "unjudged", "no_pass",
     "median_x_baseline", "q1_x_baseline", "q3_x_baseline", "min_x_baseline", "max_x_baseline",
     "arm_a", "arm_b", "difference", "ci_low", "ci_high", "p_value", "min_p", "outcome", "reason",
 ]  # fmt: skip
@@ -227,7 +229,9 @@ def _arm_values(frame: pd.DataFrame, arm: str) -> pd.DataFrame:
     of the runner's re-judgements after the deadline) where the job has it, else the raw best."""
     ok = frame[(frame["status"] == "ok") & (frame["arm"] == arm)]
     values = _column(ok, CONFIRMED).fillna(_column(ok, METRIC))
-    return pd.DataFrame({"job_dir": ok["job_dir"], "value": values})
+    return pd.DataFrame(
+        {"job_dir": ok["job_dir"], "value": values, "evaluations": _column(ok, "evaluations")}
+    )
 
 
 def judge_noise(frame: pd.DataFrame) -> float | None:
@@ -255,6 +259,11 @@ def sweep_stats(frame: pd.DataFrame, noise_sigma: float | None = None) -> pd.Dat
     per_arm: dict[str, pd.DataFrame] = {}
     for arm in arms:
         values = _arm_values(frame, arm)
+        # The judge never scored this arm in that job (a judge shared by parallel jobs, a short
+        # budget): no evidence either way, so it is left out rather than counted as 1.0.
+        judged = values["evaluations"].fillna(1) > 0
+        unjudged = int((~judged).sum())
+        values = values[judged].drop(columns="evaluations")
         no_pass = int(values["value"].isna().sum())
         values["value"] = values["value"].fillna(1.0)
         per_arm[arm] = values
@@ -279,6 +288,7 @@ def sweep_stats(frame: pd.DataFrame, noise_sigma: float | None = None) -> pd.Dat
                 "n": len(v),
                 "failed": int((mine["status"] == "failed").sum()),
                 "incomplete": int((mine["status"] == "incomplete").sum()),
+                "unjudged": unjudged,
                 "no_pass": no_pass,
                 **described,
             }
@@ -295,7 +305,7 @@ def sweep_stats(frame: pd.DataFrame, noise_sigma: float | None = None) -> pd.Dat
             }
         )
     stats = pd.DataFrame.from_records(rows, columns=STATS_COLUMNS)
-    for name in ("jobs", "n", "failed", "incomplete", "no_pass"):
+    for name in ("jobs", "n", "failed", "incomplete", "unjudged", "no_pass"):
         stats[name] = stats[name].astype("Int64")
     return stats
 
@@ -408,14 +418,15 @@ def format_stats(stats: pd.DataFrame) -> str:
     out = []
     arms = stats[stats["row"] == "arm"]
     if len(arms):
-        header = ["arm", "ok jobs", "failed", "incomplete", "no PASS", "median x_baseline",
-                  "IQR", "min-max"]  # fmt: skip
+        header = ["arm", "ok jobs", "failed", "incomplete", "unjudged", "no PASS",
+                  "median x_baseline", "IQR", "min-max"]  # fmt: skip
         lines = [
             [
                 str(r["arm"]),
                 f"{r['n']}/{r['jobs']}",
                 str(r["failed"]),
                 str(r["incomplete"]),
+                str(r["unjudged"]),
                 str(r["no_pass"]),
                 _cell(r["median_x_baseline"], 3),
                 _range(r["q1_x_baseline"], r["q3_x_baseline"]),

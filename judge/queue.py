@@ -18,6 +18,8 @@ from pathlib import Path
 from judge.verdict import Evaluation
 
 POLICIES = ("fifo", "fair")
+# Whose turn a job takes under the fair policy: its fair key, else its arm.
+_TURN = "COALESCE(NULLIF({t}.fair_key, ''), {t}.arm)"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -34,7 +36,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     started_at REAL,
     finished_at REAL,
     verdict TEXT,
-    result TEXT
+    result TEXT,
+    fair_key TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, id);
 CREATE TABLE IF NOT EXISTS events (
@@ -80,7 +83,10 @@ class JudgeQueue:
     Args:
         path: the SQLite file (created with its schema if missing).
         policy: ``fifo`` (oldest first) or ``fair`` (round-robin by arm: the arm served
-            longest ago goes next, then its oldest job).
+            longest ago goes next, then its oldest job). An arm is its ``fair_key`` when the
+            job has one, else its name: runs sharing one judge (a parallel sweep) pass
+            ``run/arm`` keys, so that every run's arms take turns, rather than all runs' "swarm"
+            arms sharing one turn and a run that queued later waiting behind the others.
     """
 
     def __init__(self, path: str | Path, policy: str = "fifo") -> None:
@@ -91,17 +97,30 @@ class JudgeQueue:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+            if "fair_key" not in columns:  # a queue made before fair keys existed
+                db.execute("ALTER TABLE jobs ADD COLUMN fair_key TEXT NOT NULL DEFAULT ''")
 
     def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
         return connect_wal(self.path)
 
-    def enqueue(self, *, arm: str, agent: str, repo: str, commit: str, label: str = "") -> int:
-        """Queue one commit (a full sha) of ``repo``; returns the job id."""
+    def enqueue(
+        self,
+        *,
+        arm: str,
+        agent: str,
+        repo: str,
+        commit: str,
+        label: str = "",
+        fair_key: str = "",
+    ) -> int:
+        """Queue one commit (a full sha) of ``repo``; returns the job id. ``fair_key``: whose
+        turn this job takes under the ``fair`` policy (default: the arm's name)."""
         with self._connect() as db:
             cur = db.execute(
-                "INSERT INTO jobs (arm, agent, label, repo, commit_sha, state, enqueued_at)"
-                " VALUES (?, ?, ?, ?, ?, 'queued', ?)",
-                (arm, agent, label, str(repo), commit, time.time()),
+                "INSERT INTO jobs (arm, agent, label, repo, commit_sha, state, enqueued_at,"
+                " fair_key) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)",
+                (arm, agent, label, str(repo), commit, time.time(), fair_key),
             )
             job_id = int(cur.lastrowid or 0)
             self._event(db, job_id, "enqueued", {"arm": arm, "agent": agent, "commit": commit})
@@ -113,7 +132,8 @@ class JudgeQueue:
         if self.policy == "fair":
             order = (
                 "(SELECT COALESCE(MAX(k.started_at), 0) FROM jobs k"
-                " WHERE k.arm = j.arm AND k.started_at IS NOT NULL), j.id"
+                f" WHERE {_TURN.format(t='k')} = {_TURN.format(t='j')}"
+                " AND k.started_at IS NOT NULL), j.id"
             )
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")

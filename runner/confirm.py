@@ -20,6 +20,7 @@ from typing import Any
 from isolation.workspace import ArmWorkspace
 from judge.queue import JudgeQueue
 from runner.events import EventLog
+from runner.gateway import fair_key
 
 # Pseudo-agents: evaluations the runner asks for, never an agent's work.
 CHAMPION = "champion"
@@ -76,6 +77,7 @@ def queue_rechecks(events: EventLog, queue: JudgeQueue, plan: list[Recheck]) -> 
     """Record each re-judgement as a submission of its pseudo-agent and queue it (idempotent:
     a resumed run does not queue the same round twice). Returns how many were queued now."""
     queued = 0
+    run_id = str(events.meta().get("run_id") or "")
     for item in plan:
         sid, job = events.add_submission(
             item.arm,
@@ -86,7 +88,12 @@ def queue_rechecks(events: EventLog, queue: JudgeQueue, plan: list[Recheck]) -> 
         )
         if job is None:
             job = queue.enqueue(
-                arm=item.arm, agent=item.agent, repo=item.repo, commit=item.commit, label=item.agent
+                arm=item.arm,
+                agent=item.agent,
+                repo=item.repo,
+                commit=item.commit,
+                label=item.agent,
+                fair_key=fair_key(run_id, item.arm),
             )
             events.set_job(sid, job)
             queued += 1

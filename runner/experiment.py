@@ -38,7 +38,7 @@ from judge.sandbox import judge_cpuset
 from judge.service import start_service, worker_alive
 from runner.confirm import CHAMPION, plan_rechecks, queue_rechecks
 from runner.events import EventLog
-from runner.gateway import Gateway
+from runner.gateway import Gateway, fair_key
 from runner.progress import Progress
 from runner.seats import client_meta, real_seat, record_prompts, seat_problem
 from runner.summary import format_summary, summarize, write_summary
@@ -201,7 +201,7 @@ def agent_specs(
                     hidden_paths=[str(home.root)],
                 )
             )
-    # agent=claude_code|codex: the seat's CLI, prompt, key and resume (runner/seats.py).
+    # agent=claude_code|codex|gemini: the seat's CLI, prompt, key and resume (runner/seats.py).
     return [real_seat(cfg, spec, spec.arm_workspace, deadline) for spec in specs]
 
 
@@ -399,6 +399,7 @@ class Run:
                     repo=str(arm.origin),
                     commit=champ["commit"],
                     label=CHAMPION,
+                    fair_key=fair_key(str(self.events.meta().get("run_id") or ""), arm.name),
                 )
                 self.events.set_job(sid, job)
 

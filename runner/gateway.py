@@ -167,6 +167,11 @@ def _read_request(path: str) -> dict[str, Any] | None:
     return body
 
 
+def fair_key(run_id: str, arm: str) -> str:
+    """The key a run's arm takes turns under in the judge's fair queue (see JudgeQueue)."""
+    return f"{run_id}/{arm}" if run_id else arm
+
+
 class Gateway:
     """Carries out agents' requests and delivers verdicts, for every arm of a run.
 
@@ -199,6 +204,8 @@ class Gateway:
         self.max_submissions_per_agent = max_submissions_per_agent
         self.fetch_timeout = fetch_timeout
         self._board_last: dict[str, int] = {}
+        # Whose turn a job takes in a judge's fair queue shared with other runs.
+        self.run_id = str(events.meta().get("run_id") or "")
         # Outbox entries that cannot be deleted (folders): answered once, then skipped.
         self._stuck: set[str] = set()
         self._resume()
@@ -337,6 +344,7 @@ class Gateway:
             repo=str(arm.submissions),
             commit=commit,
             label=f"{agent}#{submission}",
+            fair_key=fair_key(self.run_id, arm.name),
         )
         self.events.set_job(submission, job)
         return job

@@ -228,3 +228,18 @@ def test_re_judged_best_and_the_judges_noise_feed_the_comparison(tmp_path, monke
     # Seed 1 was re-judged (1.5, not the lucky 1.9); seed 2 was not, so its raw best stands.
     assert seen["a"] == [1.5, 1.7] and seen["b"] == [1.05, 1.05]
     assert seen["noise_sigma"] == pytest.approx(0.10)
+
+
+def test_an_arm_the_judge_never_scored_is_left_out_not_counted_as_1x(tmp_path):
+    d = tmp_path / "multirun" / "t"
+    make_job(d, "seed=1", 1, xs={"swarm": 1.6, "solo": 1.2})
+    make_job(d, "seed=2", 2, xs={"swarm": 1.4, "solo": 1.3})
+    starved = make_job(d, "seed=3", 3, xs={"swarm": None, "solo": None})
+    summary = pd.read_csv(starved / "summary.csv")
+    summary["evaluations"] = 0  # a parallel job that got no turn with the shared judge
+    summary.to_csv(starved / "summary.csv", index=False)
+    _, stats = sweep.aggregate_with_stats(d)
+    arms = stats[stats["row"] == "arm"].set_index("arm")
+    assert arms.loc["swarm", "unjudged"] == 1 and arms.loc["swarm", "no_pass"] == 0
+    assert arms.loc["swarm", "n"] == 2
+    assert arms.loc["swarm", "min_x_baseline"] == pytest.approx(1.4)

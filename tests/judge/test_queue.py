@@ -43,6 +43,49 @@ def test_fair_round_robins_between_arms(tmp_path):
     assert order == [a[0], b[0], a[1], b[1], a[2]]
 
 
+def test_fair_keys_give_every_run_sharing_the_judge_its_turns(tmp_path):
+    # Two runs (a parallel sweep) share one judge; run 2 queued later. Keyed by arm name
+    # alone, run 2's swarm would wait behind all of run 1's swarm jobs.
+    q = JudgeQueue(tmp_path / "q.sqlite", "fair")
+
+    def put(run: str, arm: str, n: int) -> list[int]:
+        return [
+            q.enqueue(arm=arm, agent="w", repo="/r", commit="c" * 40, fair_key=f"{run}/{arm}")
+            for _ in range(n)
+        ]
+
+    r1 = put("run1", "swarm", 3)
+    r2 = put("run2", "swarm", 2)
+    order = []
+    while (job := q.claim("cpu")) is not None:
+        order.append(job.id)
+        q.finish(job.id, _evaluation(job.id))
+        time.sleep(0.01)
+    assert order == [r1[0], r2[0], r1[1], r2[1], r1[2]]
+
+
+def test_a_queue_made_before_fair_keys_is_upgraded(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, arm TEXT NOT NULL,"
+        " agent TEXT NOT NULL, label TEXT NOT NULL DEFAULT '', repo TEXT NOT NULL,"
+        " commit_sha TEXT NOT NULL, state TEXT NOT NULL, device TEXT,"
+        " attempts INTEGER NOT NULL DEFAULT 0, enqueued_at REAL NOT NULL, started_at REAL,"
+        " finished_at REAL, verdict TEXT, result TEXT)"
+    )
+    db.execute(
+        "INSERT INTO jobs (arm, agent, repo, commit_sha, state, enqueued_at)"
+        " VALUES ('a', 'w', '/r', 'c', 'queued', 1.0)"
+    )
+    db.commit()
+    db.close()
+    q = JudgeQueue(path, "fair")
+    assert q.claim("cpu").arm == "a"
+
+
 def test_a_result_is_stored_once(tmp_path):
     q = JudgeQueue(tmp_path / "q.sqlite")
     job_id = q.enqueue(arm="a", agent="w", repo="/r", commit="c" * 40)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import threading
 import time
@@ -42,6 +43,7 @@ def lab(tmp_path):
     )
     solo = prepare_arm(run_dir, "solo", source, base, [Seat("w1", "worker")])
     events = EventLog(run_dir / "events.sqlite")
+    events.set_meta(run_id="run-1")
     queue = JudgeQueue(tmp_path / "judge" / "queue.sqlite")
     return SimpleNamespace(
         run_dir=run_dir,
@@ -119,6 +121,10 @@ def test_submit_is_copied_queued_and_its_verdict_reaches_only_its_agent(lab):
     job = lab.queue.claim("cpu")
     assert job is not None and job.id == row["job_id"]
     assert (job.repo, job.commit, job.arm, job.agent) == (str(subs), sha, "swarm", "w1")
+    # Its turn in a judge shared with other runs is this run's swarm arm, not every "swarm".
+    with sqlite3.connect(lab.queue.path) as db:
+        (key,) = db.execute("SELECT fair_key FROM jobs WHERE id = ?", (job.id,)).fetchone()
+    assert key == "run-1/swarm"
     lab.queue.requeue(job.id, "test")
 
     assert lab.gateway.poll() == 0  # nothing finished yet
