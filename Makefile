@@ -34,8 +34,9 @@ engine:
 image: $(STAMP) engine
 	@$(PY) -m isolation.images
 
-# The real agent CLIs (Claude Code, Codex) at pinned versions, for the real-client tests and
-# agent=claude_code|codex seats: npm into results/.cache/clients/ (first time ~350 MB, ~20 s).
+# The real agent CLIs (Claude Code, Codex, Gemini CLI) at pinned versions, for the real-client
+# tests and agent=claude_code|codex|gemini seats: npm into results/.cache/clients/ (~25 s once);
+# mini-swe-agent (agent=mini_swe): pip into its own virtual environment there (~70 s once).
 clients: $(STAMP)
 	@PY=$(PY) bash scripts/install-clients.sh
 

@@ -6,14 +6,19 @@ the agent's container, invoked headless, and where it leaves its session record.
 
 **Install.** Each CLI is installed on the host with ``npm`` (exact pinned version, no install
 scripts run) into ``results/.cache/clients/<name>-<version>/`` (``SWARMLAB_CLIENTS_DIR``
-overrides the cache root). Both packages ship a self-contained native binary in a
+overrides the cache root). Claude Code and Codex ship a self-contained native binary in a
 per-platform optional dependency (Claude Code: a Bun-compiled ELF; Codex: a static musl ELF),
-so neither needs Node inside the container. That folder is mounted **read-only** at
+so neither needs Node inside the container. The Gemini CLI is one bundled Node program
+(``bundle/gemini.js``, engines ``node >= 20``), run by the host's ``/usr/bin/node``, which the
+container sees through its read-only ``/usr`` mount (checked: ``ClientMissing`` names what is
+missing). That folder is mounted **read-only** at
 ``/opt/swarmlab/clients/<name>`` in the agent's container, the way the offline base image
 borrows the host's ``/usr``. A mount rather than an image layer: the binaries are ~400 MB
 each, a layer would copy them into the engine's storage once more per version, and after the
 first install nothing needs the network. A missing CLI raises :class:`ClientMissing`, whose
 one-line message names the install command.
+mini-swe-agent (``agents/mini_swe.py``, a subclass registered at the end of this module) is a
+PyPI package: pip into a virtual environment of its own, made with the runner's Python.
 
 **Keys.** The key and the base URL come from the host environment by *name* (``key_env``,
 ``base_url_env``); :meth:`Client.env` puts their values in the container's environment only
@@ -35,6 +40,14 @@ websocket); without ``otel.metrics_exporter=none`` Codex spends ~5 s at exit on 
 of its metrics host (``ab.chatgpt.com``) that the internal network never answers. Its rollout:
 ``$HOME/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``. In the agent container ``HOME``
 is ``/work/notes`` (the contract), so both records land in the agent's notes folder on the host.
+Gemini CLI: ``node gemini.js --prompt=PROMPT --output-format stream-json --approval-mode yolo
+--skip-trust --model M``, ``GEMINI_API_KEY`` / ``GOOGLE_GEMINI_BASE_URL`` (the ``@google/genai``
+SDK's base URL: it calls ``{base}/v1beta/models/M:streamGenerateContent?alt=sse``), and read-only
+system settings (``agents/client_config/gemini/settings.json``, mounted and named by
+``GEMINI_CLI_SYSTEM_SETTINGS_PATH``, above any the agent writes): API-key auth, telemetry,
+usage statistics, auto-update and its notification, session cleanup and the IDE off.
+``GEMINI_CLI_NO_RELAUNCH`` keeps it one process. Its chat record:
+``$HOME/.gemini/tmp/<project name>/chats/session-*.jsonl``.
 
 A record is read by ``analysis.tokens.read_usage(client.record_dir(notes),
 client.record_format)``. :meth:`Client.spec_fields` gives what an
@@ -44,6 +57,7 @@ client.record_format)``. :meth:`Client.spec_fields` gives what an
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import shutil
@@ -64,6 +78,24 @@ CONTAINER_PATH = "/opt/swarmlab/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/us
 
 
 _TRIPLES = {"x64": "x86_64-unknown-linux-musl", "arm64": "aarch64-unknown-linux-musl"}
+
+
+NODE_MAJOR = 20  # the Gemini CLI's engines field: node >= 20
+
+
+@functools.cache
+def _node_version(path: str) -> str:
+    """``node --version`` of the program at ``path`` ('' when it is missing or fails)."""
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _node_major(path: str) -> int:
+    version = _node_version(path).lstrip("v").split(".")[0]
+    return int(version) if version.isdigit() else 0
 
 
 class ClientMissing(RuntimeError):
@@ -104,6 +136,10 @@ class Client:
         path_dirs: folders inside the install (templates as ``binary_path``) put in front of
             ``PATH`` (Codex's ``rg``).
         fixed_env: variables every invocation gets.
+        interpreter: the program that runs ``binary_path`` when it is a script (Gemini CLI:
+            the host's ``/usr/bin/node``, seen in the container through the ``/usr`` mount).
+        settings_dir: a folder of this repository mounted read-only at :attr:`settings_mount`
+            (the CLI's fixed settings: no telemetry, no update checks).
     """
 
     name: str
@@ -118,6 +154,8 @@ class Client:
     record_format: str
     path_dirs: tuple[str, ...] = ()
     fixed_env: Mapping[str, str] = field(default_factory=dict)
+    interpreter: str = ""
+    settings_dir: str = ""
 
     # -- install -------------------------------------------------------------------------
 
@@ -153,6 +191,12 @@ class Client:
             raise ClientMissing(
                 f"{self.name} ({self.spec}) is not installed in {folder}: run"
                 f" `{self.install_command}` (npm, ~400 MB, needs the npm registry once)"
+            )
+        if self.interpreter and _node_major(self.interpreter) < NODE_MAJOR:
+            raise ClientMissing(
+                f"{self.name} ({self.spec}) runs on Node.js >= {NODE_MAJOR} at {self.interpreter}"
+                f" (the agent container borrows the host's /usr), found"
+                f" {_node_version(self.interpreter) or 'none'}: install Node.js there"
             )
         return path
 
@@ -235,7 +279,15 @@ class Client:
             ClientMissing: not installed.
         """
         self.binary(root)
-        return {str(self.install_dir(root)): self.container_dir}
+        mounts = {str(self.install_dir(root)): self.container_dir}
+        if self.settings_dir:
+            mounts[str(PROJECT_ROOT / self.settings_dir)] = self.settings_mount
+        return mounts
+
+    @property
+    def settings_mount(self) -> str:
+        """Where :attr:`settings_dir` is in the container."""
+        return f"{self.container_dir}-settings"
 
     def check_key(self, environ: Mapping[str, str] | None = None) -> None:
         """Raises :class:`KeyMissing` (one line) when the host has no key for this CLI."""
@@ -288,7 +340,25 @@ class Client:
             ]
         if self.name == "codex":
             return [*self._codex_exec(environ), *self._codex_options(model, environ), prompt]
+        if self.name == "gemini":
+            return self._gemini_command(prompt, model)
         raise ValueError(f"no command for client {self.name!r}")
+
+    def _gemini_command(self, prompt: str, model: str, *extra: str) -> list[str]:
+        # --prompt=TEXT: a prompt that starts with "-" is still the prompt.
+        return [
+            self.interpreter,
+            self.container_binary,
+            f"--prompt={prompt}",
+            "--output-format",
+            "stream-json",
+            "--approval-mode",
+            "yolo",
+            "--skip-trust",
+            "--model",
+            model,
+            *extra,
+        ]
 
     def _codex_exec(self, environ: Mapping[str, str] | None) -> list[str]:
         prefix = [f"{self.container_dir}/{self._resolve(d)}" for d in self.path_dirs]
@@ -325,11 +395,19 @@ class Client:
         ]
 
     @property
+    def resumes_session(self) -> bool:
+        """True when :meth:`resume_command` continues the recorded session; False for a CLI
+        without session resume (mini-swe-agent), whose restart is a fresh session: the runner
+        then gives it the seat's prompt followed by the keep-going message."""
+        return True
+
+    @property
     def resume_mechanism(self) -> str:
         """How :meth:`resume_command` continues a session, in the CLI's own words."""
         return {
             "claude_code": "claude -p --continue",
             "codex": "codex exec resume --last",
+            "gemini": "gemini -p --resume latest",
         }[self.name]
 
     def resume_command(
@@ -357,6 +435,8 @@ class Client:
                 *self._codex_options(model, environ),
                 message,
             ]
+        if self.name == "gemini":
+            return self._gemini_command(message, model, "--resume", "latest")
         raise ValueError(f"no resume command for client {self.name!r}")
 
     def spec_fields(
@@ -421,7 +501,31 @@ CLIENTS: dict[str, Client] = {
         record_format="codex",
         path_dirs=(_CODEX_VENDOR + "/codex-path",),
     ),
+    "gemini": Client(
+        name="gemini",
+        package="@google/gemini-cli",
+        version="0.61.0",
+        binary_path="node_modules/@google/gemini-cli/bundle/gemini.js",
+        key_env="GEMINI_API_KEY",
+        base_url_env="GOOGLE_GEMINI_BASE_URL",
+        default_base_url="https://generativelanguage.googleapis.com",
+        default_model="gemini-2.5-pro",
+        records=".gemini/tmp",
+        record_format="gemini",
+        interpreter="/usr/bin/node",
+        settings_dir="agents/client_config/gemini",
+        fixed_env={
+            # Read-only settings above the user's: API key auth, no telemetry, no usage
+            # statistics, no update checks, no session cleanup, no IDE, every folder trusted.
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": f"{CONTAINER_ROOT}/gemini-settings/settings.json",
+            # One process: no relaunch of itself as a child that the parent would outlive.
+            "GEMINI_CLI_NO_RELAUNCH": "true",
+        },
+    ),
 }
+
+# mini-swe-agent (a PyPI package in a virtual environment of its own) adds itself to CLIENTS.
+import agents.mini_swe  # noqa: E402,F401
 
 
 def get_client(name: str) -> Client:
@@ -489,4 +593,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from agents.clients import main as _main  # the module proper: every client registered
+
+    sys.exit(_main())

@@ -45,7 +45,7 @@ class AgentConfig:
     command: list[str] = field(default_factory=list)
     image: str = "swarmlab-base:1"
     network: str = "none"
-    # A vendor's CLI from agents.clients (claude_code, codex) in every seat, with the seat's
+    # A vendor's CLI from agents.clients (claude_code, codex, gemini) in every seat, with the seat's
     # rendered prompt from arms.prompts; null: ``command`` (the scripted agent).
     client: str | None = None
     # The model the CLI asks for; null: the client's default.

@@ -135,6 +135,9 @@ def real_seat(
     prompt = seat_prompt(spec.workspace, arm, deadline)
     fields = client.spec_fields(prompt.text, model, environ)
     resume = cfg.agent.get("resume", True)
+    keep_going = render_keep_going(deadline).text
+    if not client.resumes_session:  # a fresh session: the task again, then the keep-going words
+        keep_going = f"{prompt.text.rstrip()}\n\n{keep_going}"
     return replace(
         spec,
         command=list(fields["command"]),  # type: ignore[call-overload]
@@ -142,11 +145,7 @@ def real_seat(
         image=str(fields["image"]),
         memory=cfg.agent.get("memory") or cfg.isolation.memory,
         extra_mounts={**spec.extra_mounts, **fields["extra_mounts"]},  # type: ignore[dict-item]
-        resume_command=(
-            client.resume_command(render_keep_going(deadline).text, model, environ)
-            if resume
-            else []
-        ),
+        resume_command=(client.resume_command(keep_going, model, environ) if resume else []),
         resume_mechanism=client.resume_mechanism if resume else "",
         records=str(client.record_dir(Path(spec.workspace.notes))),
         records_format=client.record_format,

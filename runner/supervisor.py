@@ -54,12 +54,18 @@ class Seat:
 def has_records(spec: AgentSpec) -> bool:
     """True once the CLI wrote a session record (something to resume)."""
     root = Path(spec.records) if spec.records else None
-    return bool(root and root.is_dir() and any(root.rglob("*.jsonl")))
+    return bool(
+        root and root.is_dir() and any(p.suffix in (".json", ".jsonl") for p in root.rglob("*"))
+    )
 
 
 def count_retries(output: str, records_format: str) -> dict[str, Any]:
     """The API retries a CLI reported on its JSON event stream: ``count``, ``waited_s`` (the
     delays it announced, where it announces them) and ``statuses`` (HTTP status: count)."""
+    if records_format == "mini_swe":  # plain text: tenacity's "Retrying ... in N seconds"
+        from agents.mini_swe import count_retries as mini_swe_retries
+
+        return mini_swe_retries(output)
     count, waited_ms = 0, 0.0
     statuses: dict[str, int] = {}
     for line in output.splitlines():

@@ -5,26 +5,34 @@ so that a vendor's real CLI can be tested end to end without a key or a network.
   Code.
 - :class:`ResponsesEndpoint`: the OpenAI Responses API (``POST /v1/responses``, streamed), for
   the Codex CLI.
+- :class:`ChatCompletionsEndpoint`: the OpenAI Chat Completions API (``POST
+  /v1/chat/completions``, plain or streamed), for mini-swe-agent (through LiteLLM).
+- :class:`GeminiEndpoint`: the Gemini API (``POST /v1beta/models/M:streamGenerateContent``,
+  server-sent events), for the Gemini CLI.
 
 Each records every request and the usage it reported per reply
 (:meth:`ScriptedEndpoint.usage_by_model`, in ``analysis.tokens.TokenUsage`` terms), so a test
 compares that with what the CLI wrote into its own session record. :func:`session_script` is
 the session the real-client tests play: edit a file and commit, call ``submit``, answer.
 
-``python -m agents.endpoints anthropic|openai [--host H] [--port P] [--record FILE]`` serves
-the session script until interrupted, then writes the record (requests, replies, usage).
+``python -m agents.endpoints anthropic|openai|gemini [--host H] [--port P] [--record FILE]``
+serves the session script until interrupted, then writes the record (requests, replies, usage).
 """
 
 from __future__ import annotations
 
 from agents.endpoints.anthropic import AnthropicEndpoint
 from agents.endpoints.base import USAGE_KEYS, Reply, RequestLog, ScriptedEndpoint, Step, shell, text
+from agents.endpoints.gemini import GeminiEndpoint
+from agents.endpoints.openai_chat import ChatCompletionsEndpoint
 from agents.endpoints.openai_responses import ResponsesEndpoint
 
 __all__ = [
     "ENDPOINTS",
     "USAGE_KEYS",
     "AnthropicEndpoint",
+    "ChatCompletionsEndpoint",
+    "GeminiEndpoint",
     "Reply",
     "RequestLog",
     "ResponsesEndpoint",
@@ -38,6 +46,8 @@ __all__ = [
 ENDPOINTS: dict[str, type[ScriptedEndpoint]] = {
     "anthropic": AnthropicEndpoint,
     "openai": ResponsesEndpoint,
+    "openai_chat": ChatCompletionsEndpoint,
+    "gemini": GeminiEndpoint,
 }
 
 EDIT_COMMAND = (
@@ -50,6 +60,12 @@ FINAL_ANSWER = "Committed the change and submitted it to the judge."
 # Distinct, non-round numbers per reply, so that a total cannot match by accident. Anthropic
 # reports cache writes and no reasoning; OpenAI reports reasoning and no cache writes.
 _USAGE = {
+    # Chat Completions (mini-swe-agent): prompt_tokens includes cached ones; no cache writes.
+    "openai_chat": (
+        {"input": 1693, "cache_read": 0, "output": 131, "reasoning": 71},
+        {"input": 313, "cache_read": 1536, "output": 79, "reasoning": 29},
+        {"input": 197, "cache_read": 1920, "output": 43, "reasoning": 17},
+    ),
     "anthropic": (
         {"input": 1207, "cache_write": 2311, "cache_read": 0, "output": 83},
         {"input": 379, "cache_write": 157, "cache_read": 3529, "output": 61},
@@ -59,6 +75,12 @@ _USAGE = {
         {"input": 1841, "cache_read": 0, "output": 117, "reasoning": 64},
         {"input": 293, "cache_read": 1792, "output": 89, "reasoning": 37},
         {"input": 171, "cache_read": 2048, "output": 53, "reasoning": 19},
+    ),
+    # Gemini: the prompt count includes cached tokens, thoughts are counted apart; no cache writes.
+    "gemini": (
+        {"input": 1533, "cache_read": 0, "output": 97, "reasoning": 41},
+        {"input": 277, "cache_read": 1664, "output": 71, "reasoning": 23},
+        {"input": 149, "cache_read": 1921, "output": 47, "reasoning": 13},
     ),
 }
 

@@ -1,4 +1,4 @@
-"""``python -m agents.endpoints anthropic|openai``: serve the session script (see the package)."""
+"""``python -m agents.endpoints anthropic|openai|gemini``: serve the session script."""
 
 from __future__ import annotations
 

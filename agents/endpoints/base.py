@@ -292,7 +292,9 @@ class ScriptedEndpoint:
                     self.send_header(key, value)
                 self.end_headers()
                 for name, data in response.events or []:
-                    frame = (f"event: {name}\n" if name else "") + f"data: {json.dumps(data)}\n\n"
+                    # A str is sent as it is (Chat Completions' closing "[DONE]").
+                    payload = data if isinstance(data, str) else json.dumps(data)
+                    frame = (f"event: {name}\n" if name else "") + f"data: {payload}\n\n"
                     chunk = frame.encode()
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()

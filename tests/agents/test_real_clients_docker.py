@@ -35,8 +35,14 @@ from runner.events import EventLog
 from runner.gateway import Gateway
 
 AGENT_UID = 1000
-VENDORS = {"claude_code": "anthropic", "codex": "openai"}
-BASE_PATHS = {"anthropic": "", "openai": "/v1"}  # what each vendor's base URL ends with
+VENDORS = {
+    "claude_code": "anthropic",
+    "codex": "openai",
+    "gemini": "gemini",
+    "mini_swe": "openai_chat",
+}
+# What each vendor's base URL ends with.
+BASE_PATHS = {"anthropic": "", "openai": "/v1", "gemini": "", "openai_chat": "/v1"}
 PROMPT = "Make SPEED 2 in engine/model.py, commit it, and submit the commit with `submit`."
 
 
@@ -87,7 +93,7 @@ def _files_holding(root: Path, secret: bytes) -> list[str]:
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("name", ["claude_code", "codex"])
+@pytest.mark.parametrize("name", ["claude_code", "codex", "gemini", "mini_swe"])
 def test_real_cli_plays_a_session_and_its_tokens_match(
     name, tmp_path, base_image, network, docker_client
 ):
