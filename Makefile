@@ -42,10 +42,11 @@ clients: $(STAMP)
 
 # The demo: swarm (4 scripted workers + a critic) vs solo (1 scripted worker) on decode_cpu,
 # one shared judge; the judge's preflight first (cached once it passed), then DEMO_MINUTES of work.
-# After the deadline: at most 1 min of drain, then each arm's best judged again once and the
-# starting commit once (at most 1.5 min), then the report (tables, figures, report.md).
+# After the deadline: at most 0.5 min of drain, then each arm's best judged again once and the
+# starting commit once (at most 2.5 min: four evaluations of ~20 s, with room for a slow machine),
+# then the report (tables, figures, report.md). With a first preflight (1m40s): under 8 minutes.
 DEMO_MINUTES ?= 3
-DEMO_OVERRIDES = budget.minutes=$(DEMO_MINUTES) budget.drain_minutes=1 confirm.runs=1 confirm.baseline_runs=1 confirm.max_minutes=1.5
+DEMO_OVERRIDES = budget.minutes=$(DEMO_MINUTES) budget.drain_minutes=0.5 confirm.runs=1 confirm.baseline_runs=1 confirm.max_minutes=2.5
 demo: setup
 	@dir=results/swarm_vs_solo/demo-$$(date +%Y-%m-%d_%H-%M-%S); set -x; \
 	  $(PY) -m runner experiment=swarm_vs_solo $(DEMO_OVERRIDES) hydra.run.dir=$$dir && \

@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from analysis._git import PSEUDO_AGENTS
-from analysis.tables import Tables
+from analysis.tables import Tables, phase_busy_s
 
 __all__ = ["VERDICT_COLOURS", "FigureResult", "arm_colours", "make_figures"]
 
@@ -290,10 +290,10 @@ def judge_timeline(tables: Tables, path: Path) -> FigureResult:
                 )
     # Busy over the agents' phase, as formula one counts it (the re-judging comes after it).
     phase = ev[~ev["agent"].isin(["confirm", "baseline"])]
-    busy = phase.groupby("run_id")["duration_s"].sum()
     labels = []
     for run in tables.runs:
-        share = busy.get(run.run_id, 0.0) / run.run_seconds if run.run_seconds else 0.0
+        busy = phase_busy_s(phase[phase["run_id"] == run.run_id], run.run_seconds)
+        share = busy / run.run_seconds if run.run_seconds else 0.0
         labels.append(
             (f"seed {run.seed}\n" if len(runs) > 1 else "judge\n") + f"busy {100 * share:.0f}%"
         )

@@ -32,6 +32,7 @@ from analysis.tables import (
     finite_or_none,
     is_run_dir,
     is_sweep_dir,
+    phase_busy_s,
     write_table,
     write_tables,
 )
@@ -590,7 +591,7 @@ def _formulas(tables: Tables, run: RunInfo) -> list[str]:
     ev = tables.evaluations
     ev = ev[~ev["agent"].isin(["confirm", "baseline"])]  # the agents' phase only
     if len(ev) and run_s > 0:
-        busy = float(ev["duration_s"].sum())
+        busy = phase_busy_s(ev, run_s)
         per = busy / len(ev)
         share = formulas.judge_utilisation(len(ev), per, run_s)
         verdict = (

@@ -102,6 +102,17 @@ TABLES = ("evaluations", "submissions", "messages", "tokens", "lifecycle", "arms
 _AGENT = ["role", "agent_kind", "scripted"]
 
 
+def phase_busy_s(evaluations: pd.DataFrame, run_seconds: float) -> float:
+    """Judge seconds spent inside the agents' phase ``[0, run_seconds]``: each evaluation's
+    ``[t_start_s, t_end_s]`` clipped to it. One still running when the drain ended finishes
+    during the re-judging; only its part inside the phase is the agents' (so busy <= 100%)."""
+    if evaluations.empty:
+        return 0.0
+    start = evaluations["t_start_s"].to_numpy(dtype=float).clip(min=0.0)
+    end = evaluations["t_end_s"].to_numpy(dtype=float).clip(max=run_seconds)
+    return float((end - start).clip(min=0.0).sum())
+
+
 def _names(text: str) -> list[str]:
     """Column names written as one space-separated string: long lists stay readable."""
     return text.split()
@@ -627,7 +638,7 @@ def _arms(
         # Formula one covers the agents' phase: the re-judging after it is the runner's.
         phase = ev[~ev["agent"].isin([CONFIRM, BASELINE])]
         judge_n = len(phase)
-        judge_s = float(phase["duration_s"].sum())
+        judge_s = phase_busy_s(phase, run_seconds)
         confirms = ev[ev["agent"] == CONFIRM].sort_values("job_id")
         confirmed = confirms[confirms["verdict"] == "PASS"]
         per_eval = judge_s / judge_n if judge_n else None

@@ -140,7 +140,11 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
                 judge_busy_pct=round(
                     100
                     * sum(
-                        e["finished_at"] - e["started_at"]
+                        # Only the part inside the agents' phase: an evaluation still running
+                        # when the drain ended finishes during the re-judging.
+                        max(
+                            0.0, min(e["finished_at"], agents_ended) - max(e["started_at"], started)
+                        )
                         for e in ours
                         if e["agent"] not in (CONFIRM, BASELINE)
                     )

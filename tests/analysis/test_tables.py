@@ -207,3 +207,14 @@ def test_the_runners_rechecks_are_not_the_agents_work(run_factory):
     expected = pd.Series([1.0, 0.96, 1.04, 1.0]).std(ddof=1)
     assert swarm["judge_noise_x_sd"] == pytest.approx(expected)
     assert solo["judge_noise_x_sd"] == pytest.approx(expected)
+
+
+def test_phase_busy_clips_evaluations_to_the_agents_phase():
+    from analysis.tables import phase_busy_s
+
+    ev = pd.DataFrame(
+        {"t_start_s": [-5.0, 10.0, 80.0, 120.0], "t_end_s": [5.0, 50.0, 130.0, 150.0]}
+    )
+    # 5 (clipped at the start) + 40 + 20 (clipped at the re-judging) + 0 (wholly after).
+    assert phase_busy_s(ev, 100.0) == pytest.approx(65.0)
+    assert phase_busy_s(ev.iloc[0:0], 100.0) == 0.0

@@ -66,3 +66,26 @@ def test_summary_counts_verdicts_relays_and_judge_time(tmp_path):
         assert column in record
     assert record["pass"] == "2" and record["relays"] == "1"
     assert len(relay_edges(repo, [])) == 0
+
+
+def test_judge_busy_counts_only_the_agents_phase(tmp_path):
+    # An evaluation still running when the drain ended finishes during the re-judging: only its
+    # part before the re-judging is the agents'. The re-judgements themselves are not counted.
+    run = tmp_path / "run"
+    events = EventLog(run / "events.sqlite")
+    start = 1_000.0
+    events.set_meta(arms=["solo"], seats={"solo": [["w1", "worker", "x"]]}, started_at=start,
+                    rechecks_started_at=start + 100, ended_at=start + 160,
+                    agent_kind="scripted", scripted=True)  # fmt: skip
+    spans = [("w1", 10, 50), ("w1", 80, 130), ("confirm", 130, 150)]
+    for job, (agent, t0, t1) in enumerate(spans, start=1):
+        sid, _ = events.add_submission("solo", agent, f"r{job}", "c" * 40)
+        events.set_job(sid, job)
+        events.add_evaluation(sid, Evaluation(
+            job_id=job, arm="solo", agent=agent, commit="c" * 40, verdict=Verdict.PASS,
+            metrics={"tok_s": 1.0, "x_baseline": 1.0}, enqueued_at=start + t0,
+            started_at=start + t0, finished_at=start + t1,
+        ))  # fmt: skip
+    [row] = summarize(events, run)
+    assert row.judge_busy_pct == 60.0  # (40 + 20) s of the 100 s agents' phase
+    assert row.evaluations == 2
