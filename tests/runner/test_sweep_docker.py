@@ -50,8 +50,10 @@ def test_sweep_through_joblib(judge_private_dir, base_image, tmp_path):
             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         wall = time.monotonic() - started
-        # The sweep stops the judge services its jobs left running (runner.sweep).
-        deadline = time.monotonic() + 15
+        # The sweep stops the judge services its jobs left running (runner.sweep). SIGTERM lets
+        # the evaluation in progress finish (a re-judgement still running when a job's
+        # re-judging phase timed out takes up to ~40 s here), so allow for one evaluation.
+        deadline = time.monotonic() + 90
         while (left := judge_services(sweep_dir)) and time.monotonic() < deadline:
             time.sleep(0.5)
     finally:
@@ -87,12 +89,19 @@ def test_sweep_through_joblib(judge_private_dir, base_image, tmp_path):
     arms = {r["arm"]: r for r in stats if r["row"] == "arm"}
     assert set(arms) == {"swarm", "solo"}
     for r in arms.values():
-        assert (r["jobs"], r["n"], r["failed"]) == ("4", "2", "2")
-        # A PASS may measure a little under 1x (noise); an arm with none counts as 1.0.
-        assert float(r["median_x_baseline"]) > 0
+        assert (r["jobs"], r["failed"]) == ("4", "2")
+        # With 18-second budgets and two jobs sharing the judge, an arm may get no evaluation
+        # in a job: it is then "unjudged" and left out of the statistics, never counted as 1x.
+        assert int(r["n"]) + int(r["unjudged"]) == 2, r
+        if int(r["n"]):
+            # A PASS may measure a little under 1x (noise); an arm with none counts as 1.0.
+            assert float(r["median_x_baseline"]) > 0
     (comparison,) = [r for r in stats if r["row"] == "comparison"]
     assert (comparison["arm_a"], comparison["arm_b"]) == ("swarm", "solo")
-    assert comparison["outcome"] == "cannot_tell", comparison  # 2 vs 2 seeds never can
-    assert "swarm vs solo on 2 seed(s)" in result.stdout
+    if all(r["n"] == "2" for r in arms.values()):
+        assert comparison["outcome"] == "cannot_tell", comparison  # 2 vs 2 seeds never can
+        assert "swarm vs solo on 2 seed(s)" in result.stdout
+    else:
+        assert comparison["outcome"] in ("cannot_tell", "unavailable"), comparison
     # the judge was set up and preflighted at most once, whatever job came first
     assert result.stderr.count("judge preflight: scoring the task's mutants") <= 1, report
