@@ -165,6 +165,11 @@ class Client:
         return template.format(arch=arch, triple=_TRIPLES[arch])
 
     @property
+    def install_note(self) -> str:
+        """How the install gets the client, for the "not installed" message."""
+        return "npm, ~400 MB, needs the npm registry once"
+
+    @property
     def relative_binary(self) -> str:
         return self._resolve(self.binary_path)
 
@@ -190,7 +195,7 @@ class Client:
         if not (folder / STAMP).is_file() or not os.access(path, os.X_OK):
             raise ClientMissing(
                 f"{self.name} ({self.spec}) is not installed in {folder}: run"
-                f" `{self.install_command}` (npm, ~400 MB, needs the npm registry once)"
+                f" `{self.install_command}` ({self.install_note})"
             )
         if self.interpreter and _node_major(self.interpreter) < NODE_MAJOR:
             raise ClientMissing(

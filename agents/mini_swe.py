@@ -104,6 +104,10 @@ class MiniSweClient(Client):
     def spec(self) -> str:
         return f"{self.package}=={self.version}"
 
+    @property
+    def install_note(self) -> str:
+        return "pip, ~420 MB, needs PyPI once"
+
     def binary(self, root: Path | None = None) -> Path:
         """The virtual environment's interpreter.
 
@@ -111,13 +115,7 @@ class MiniSweClient(Client):
             ClientMissing: not installed, half installed, or made with an interpreter other
                 than the runner's base one (which containers would not have).
         """
-        folder = self.install_dir(root)
-        path = folder / self.relative_binary
-        if not (folder / STAMP).is_file() or not os.access(path, os.X_OK):
-            raise ClientMissing(
-                f"{self.name} ({self.spec}) is not installed in {folder}: run"
-                f" `{self.install_command}` (pip, ~420 MB, needs PyPI once)"
-            )
+        path = super().binary(root)
         home = _venv_home(self.install_dir(root) / VENV)
         want = str(Path(_base_python()).parent)
         if home not in (want, os.path.realpath(want)):
