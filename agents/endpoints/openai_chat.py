@@ -25,25 +25,18 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 from agents.endpoints.base import (
     Reply,
     RequestLog,
     Response,
-    ScriptedEndpoint,
     new_id,
     pieces,
 )
+from agents.endpoints.openai_responses import OpenAIEndpoint, _error
 
 MINI_SWE_FINISH = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 SHELL_TOOLS = ("bash", "shell", "run_shell_command")
-
-
-def _error(status: int, kind: str, message: str, code: str | None = None) -> Response:
-    return Response(
-        status, {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    )
 
 
 def chat_usage(usage: dict[str, int]) -> dict[str, Any]:
@@ -76,44 +69,19 @@ def _content_text(content: Any) -> str:
     return ""
 
 
-class ChatCompletionsEndpoint(ScriptedEndpoint):
+class ChatCompletionsEndpoint(OpenAIEndpoint):
     """Args (beyond :class:`ScriptedEndpoint`'s): ``finish``, the command that ends a session
     for the script's final text (None: answer the text alone, as a plain chat model would)."""
 
     vendor = "openai_chat"
+    post_route = "/v1/chat/completions"
 
     def __init__(self, *args: Any, finish: str | None = MINI_SWE_FINISH, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.finish = finish
         self.first_user: list[str] = []
 
-    def authorized(self, headers: dict[str, str]) -> bool:
-        return not self.api_key or headers.get("authorization") == f"Bearer {self.api_key}"
-
-    def route(self, method: str, path: str, headers: dict[str, str], body: Any) -> Response:
-        route = urlsplit(path).path.rstrip("/")
-        authorized = self.authorized(headers)
-        entry = RequestLog(method, path, 200, authorized=authorized)
-        if isinstance(body, dict):
-            entry.model = body.get("model")
-        if (method, route) not in {("POST", "/v1/chat/completions"), ("GET", "/v1/models")}:
-            entry.known, entry.status = False, 404
-            self.log(entry)
-            return _error(404, "invalid_request_error", f"{method} {route}: not served here")
-        if not authorized:
-            entry.status = 401
-            self.log(entry)
-            return _error(
-                401, "invalid_request_error", "Incorrect API key provided", "invalid_api_key"
-            )
-        if method == "GET":
-            self.log(entry)
-            models = sorted({r.model for r in self.replies} or {"gpt-x"})
-            data = [
-                {"id": m, "object": "model", "created": 1735689600, "owned_by": "swarmlab"}
-                for m in models
-            ]
-            return Response(200, {"object": "list", "data": data})
+    def respond(self, body: Any, entry: RequestLog) -> Response:
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             entry.status = 400
             self.log(entry)
@@ -121,7 +89,7 @@ class ChatCompletionsEndpoint(ScriptedEndpoint):
         return self._respond(body, entry)
 
     def _respond(self, body: dict[str, Any], entry: RequestLog) -> Response:
-        model = str(body.get("model") or "gpt-x")
+        model = str(body.get("model") or self.default_model)
         messages = [m for m in body["messages"] if isinstance(m, dict)]
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         first = next((m for m in messages if m.get("role") == "user"), {})

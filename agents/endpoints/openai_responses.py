@@ -77,8 +77,15 @@ def _turn(items: Any) -> int:
     return sum(1 for item in items if isinstance(item, dict) and item.get("type") in calls)
 
 
-class ResponsesEndpoint(ScriptedEndpoint):
+class OpenAIEndpoint(ScriptedEndpoint):
+    """What OpenAI's APIs share: a bearer key, their error body, ``GET /v1/models``, and one
+    ``POST`` route per API (``post_route``); the rest is each API's :meth:`respond`."""
+
     vendor = "openai"
+    post_route = ""
+    default_model = "gpt-x"
+    # Codex tries a websocket first; the Responses endpoint speaks HTTP streaming only.
+    refuse_websocket = False
 
     def authorized(self, headers: dict[str, str]) -> bool:
         return not self.api_key or headers.get("authorization") == f"Bearer {self.api_key}"
@@ -89,12 +96,12 @@ class ResponsesEndpoint(ScriptedEndpoint):
         entry = RequestLog(method, path, 200, authorized=authorized)
         if isinstance(body, dict):
             entry.model = body.get("model")
-        if headers.get("upgrade", "").lower() == "websocket":
+        if self.refuse_websocket and headers.get("upgrade", "").lower() == "websocket":
             entry.known, entry.status = False, 426
             entry.detail = "websocket upgrade refused: HTTP streaming only"
             self.log(entry)
             return _error(426, "invalid_request_error", entry.detail)
-        if (method, route) not in {("POST", "/v1/responses"), ("GET", "/v1/models")}:
+        if (method, route) not in {("POST", self.post_route), ("GET", "/v1/models")}:
             entry.known, entry.status = False, 404
             self.log(entry)
             return _error(404, "invalid_request_error", f"{method} {route}: not served here")
@@ -106,12 +113,24 @@ class ResponsesEndpoint(ScriptedEndpoint):
             )
         if method == "GET":
             self.log(entry)
-            models = sorted({r.model for r in self.replies} or {"gpt-5-codex"})
+            models = sorted({r.model for r in self.replies} or {self.default_model})
             data = [
                 {"id": m, "object": "model", "created": 1735689600, "owned_by": "swarmlab"}
                 for m in models
             ]
             return Response(200, {"object": "list", "data": data})
+        return self.respond(body, entry)
+
+    def respond(self, body: Any, entry: RequestLog) -> Response:
+        raise NotImplementedError
+
+
+class ResponsesEndpoint(OpenAIEndpoint):
+    post_route = "/v1/responses"
+    default_model = "gpt-5-codex"
+    refuse_websocket = True
+
+    def respond(self, body: Any, entry: RequestLog) -> Response:
         if not isinstance(body, dict):
             entry.status = 400
             self.log(entry)
@@ -119,7 +138,7 @@ class ResponsesEndpoint(ScriptedEndpoint):
         return self._respond(body, entry)
 
     def _respond(self, body: dict[str, Any], entry: RequestLog) -> Response:
-        model = str(body.get("model") or "gpt-5-codex")
+        model = str(body.get("model") or self.default_model)
         tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
         index, step = self.step_for(_turn(body.get("input")))
         kind = step.kind
