@@ -237,9 +237,10 @@ class _Run:
 
     def prefill_over_cap_again(
         self, engine: EngineProcess, like: str, prompt_len: Any, context: str
-    ) -> list[float]:
+    ) -> list[float] | None:
         """Prefill ratios (candidate / baseline) on ``judge.prefill_recheck_runs`` fresh prompt
-        sets of the given shape, stopping at the first one under the cap.
+        sets of the given shape if every one is over the cap; None at the first under it
+        (the ratios measured are kept in the metrics either way).
 
         A prefill over the cap is charged only if every re-check is over it too: one slow
         measurement on a loaded machine must not convict (it did, in a test of the unmodified
@@ -265,15 +266,10 @@ class _Run:
                 _, base_prefill = self.base_call({"op": "prefill", "prompts": prompts}, timeout)
                 self.base_call({"op": "reset"}, self.judge.timeout_floor_s)
             ratios.append(round(prefill_s / base_prefill, 4))
+            self.metrics.setdefault("prefill_rechecks", {})[context] = ratios
             if prefill_s <= self.prefill_cap(base_prefill):
-                break
-        self.metrics.setdefault("prefill_rechecks", {})[context] = ratios
+                return None
         return ratios
-
-    def all_over_cap(self, ratios: list[float]) -> bool:
-        return len(ratios) == self.judge.prefill_recheck_runs and all(
-            r > self.judge.prefill_cap_factor for r in ratios
-        )
 
     # -- stages --------------------------------------------------------------------------
 
@@ -411,7 +407,7 @@ class _Run:
                     if self.judge.confirm_timing_failures
                     else []
                 )
-                if rechecks and not self.all_over_cap(rechecks):
+                if rechecks is None:
                     break
                 raise Outcome(
                     Verdict.WRONG,
@@ -566,7 +562,7 @@ class _Run:
                 if self.judge.confirm_timing_failures
                 else []
             )
-            if not rechecks or self.all_over_cap(rechecks):
+            if rechecks is not None:
                 raise Outcome(
                     Verdict.WRONG,
                     "prefill_cap",
