@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from runner.confirm import BASELINE, CHAMPION, CONFIRM, PSEUDO_AGENTS, rechecked
+from runner.confirm import BASELINE, CHAMPION, CONFIRM, PSEUDO_AGENTS, best_pass, rechecked
 from runner.events import EventLog
 
 
@@ -101,7 +101,7 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
         again = rechecked(evaluations, arm)
         verdicts = [e["verdict"] for e in mine]
         passes = [e for e in mine if e["verdict"] == "PASS"]
-        best = max(passes, key=lambda e: json.loads(e["metrics"]).get("tok_s", 0.0), default=None)
+        best = best_pass(evaluations, arm)
         best_metrics = json.loads(best["metrics"]) if best else {}
         evaluated = {e["job_id"] for e in mine}
         waits = [e["queue_wait_s"] for e in mine]
