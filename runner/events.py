@@ -1,7 +1,7 @@
 """The run's event log: one SQLite file (WAL) in the run directory holding everything that
 happened — submissions, evaluations (verdict, metrics, stage timings, queue wait), board
-messages, agent lifecycle, token usage, and the run's own metadata. ``analysis`` reads only
-this file (and what else the run wrote to disk)."""
+messages, agent lifecycle, token usage, the seats' calls through the model relay, and the
+run's own metadata. ``analysis`` reads only this file (and what else the run wrote to disk)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,12 @@ CREATE TABLE IF NOT EXISTS tokens (
     agent TEXT NOT NULL, model TEXT NOT NULL, input INTEGER NOT NULL, cache_read INTEGER NOT NULL,
     cache_write INTEGER NOT NULL, output INTEGER NOT NULL, reasoning INTEGER NOT NULL,
     cost_estimate REAL, source TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS model_calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, arm TEXT NOT NULL, agent TEXT NOT NULL,
+    method TEXT NOT NULL, path TEXT NOT NULL, status INTEGER NOT NULL, upstream_status INTEGER,
+    error TEXT NOT NULL, started_at REAL NOT NULL, first_byte_at REAL, finished_at REAL NOT NULL,
+    bytes_up INTEGER NOT NULL, bytes_down INTEGER NOT NULL, retry_after TEXT NOT NULL
 );
 """
 
@@ -259,11 +265,42 @@ class EventLog:
             db.execute("COMMIT")
         return len(rows)
 
+    def add_model_call(self, call: Any) -> None:
+        """Record one request a seat made through the model relay (``runner.model_relay``)."""
+        with self.connect() as db:
+            db.execute(
+                "INSERT INTO model_calls (arm, agent, method, path, status, upstream_status,"
+                " error, started_at, first_byte_at, finished_at, bytes_up, bytes_down,"
+                " retry_after) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    call.arm,
+                    call.agent,
+                    call.method,
+                    call.path,
+                    call.status,
+                    call.upstream_status,
+                    call.error,
+                    call.started_at,
+                    call.first_byte_at,
+                    call.finished_at,
+                    call.bytes_up,
+                    call.bytes_down,
+                    call.retry_after,
+                ),
+            )
+
     # -- reads ---------------------------------------------------------------------------
 
     def table(self, name: str, where: str = "", args: tuple = ()) -> list[dict[str, Any]]:
         """All rows of one table (``where`` is a trusted SQL fragment with ``?`` args)."""
-        if name not in {"lifecycle", "submissions", "evaluations", "messages", "tokens"}:
+        if name not in {
+            "lifecycle",
+            "submissions",
+            "evaluations",
+            "messages",
+            "tokens",
+            "model_calls",
+        }:
             raise ValueError(f"no table {name!r}")
         with self.connect() as db:
             return _rows(db.execute(f"SELECT * FROM {name} {where} ORDER BY rowid", args))

@@ -117,7 +117,13 @@ class AnthropicEndpoint(ScriptedEndpoint):
             },
         )
 
+    def failure_body(self, status: int) -> Any:
+        kind = {429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
+        return _error(status, kind, f"injected failure ({status})").body
+
     def _messages(self, body: dict[str, Any], entry: RequestLog) -> Response:
+        if (failure := self.fail(entry)) is not None:
+            return failure
         model = str(body.get("model") or "claude-sonnet-4-5")
         tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
         turn = sum(

@@ -124,6 +124,10 @@ class ScriptedEndpoint:
         api_key: the key the client must send (recorded per request as ``authorized``; a
             request without it gets the vendor's 401).
         delay: seconds to wait between streamed events (0: none).
+        failures: the first this many model calls are answered with ``failure_status`` in the
+            vendor's error shape (a rate limit or an outage), each logged with that status.
+        failure_status: 429 (rate limited), 529 (Anthropic: overloaded), 500, 503, ...
+        retry_after: the ``Retry-After`` header sent with each failure ('' for none).
     """
 
     vendor: ClassVar[str] = ""
@@ -135,12 +139,18 @@ class ScriptedEndpoint:
         port: int = 0,
         api_key: str = "",
         delay: float = 0.0,
+        failures: int = 0,
+        failure_status: int = 429,
+        retry_after: str = "1",
     ) -> None:
         if not script:
             raise ValueError("an empty script")
         self.script = list(script)
         self.api_key = api_key
         self.delay = delay
+        self.failures_left = failures
+        self.failure_status = failure_status
+        self.retry_after = retry_after
         self.requests: list[RequestLog] = []
         self.replies: list[Reply] = []
         self._lock = threading.RLock()
@@ -216,6 +226,23 @@ class ScriptedEndpoint:
 
     def authorized(self, headers: dict[str, str]) -> bool:
         raise NotImplementedError
+
+    def failure_body(self, status: int) -> Any:
+        """The vendor's error body for an injected failure of ``status``."""
+        raise NotImplementedError
+
+    def fail(self, entry: RequestLog) -> Response | None:
+        """The injected failure for this model call (logged), or None once they are spent."""
+        with self._lock:
+            if self.failures_left <= 0:
+                return None
+            self.failures_left -= 1
+        entry.status = self.failure_status
+        entry.detail = "injected failure"
+        self.log(entry)
+        headers = {"Retry-After": self.retry_after} if self.retry_after else {}
+        body = self.failure_body(self.failure_status)
+        return Response(self.failure_status, body, headers=headers)
 
     def step_for(self, turn: int) -> tuple[int, Step]:
         index = min(turn, len(self.script) - 1)

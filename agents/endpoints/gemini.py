@@ -44,7 +44,14 @@ DEFAULT_MODEL = "gemini-2.5-pro"
 # /{version}/models/{model}:{method}; the CLI uses v1beta, the SDK knows v1 and v1alpha too.
 _MODEL_PATH = re.compile(r"^/(v1|v1beta|v1alpha)/models/([^/:]+):([A-Za-z]+)$")
 _MODELS = re.compile(r"^/(v1|v1beta|v1alpha)/models(?:/([^/:]+))?$")
-_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 500: "INTERNAL"}
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
 # A thought signature as Gemini 3 attaches to a function call (opaque bytes, base64).
 _SIGNATURE = "c3dhcm1sYWItc2NyaXB0ZWQtc2lnbmF0dXJl"
 
@@ -202,9 +209,14 @@ class GeminiEndpoint(ScriptedEndpoint):
         names = sorted({r.model for r in self.replies} or {DEFAULT_MODEL})
         return Response(200, {"models": [model(n) for n in names]})
 
+    def failure_body(self, status: int) -> Any:
+        return _error(status, f"injected failure ({status})").body
+
     def _generate(
         self, model: str, body: dict[str, Any], entry: RequestLog, stream: bool
     ) -> Response:
+        if (failure := self.fail(entry)) is not None:
+            return failure
         declarations = _declarations(body)
         config = body.get("generationConfig") or {}
         thinking = config.get("thinkingConfig") or {}

@@ -89,6 +89,8 @@ class ChatCompletionsEndpoint(OpenAIEndpoint):
         return self._respond(body, entry)
 
     def _respond(self, body: dict[str, Any], entry: RequestLog) -> Response:
+        if (failure := self.fail(entry)) is not None:
+            return failure
         model = str(body.get("model") or self.default_model)
         messages = [m for m in body["messages"] if isinstance(m, dict)]
         turn = sum(1 for m in messages if m.get("role") == "assistant")

@@ -124,6 +124,13 @@ class OpenAIEndpoint(ScriptedEndpoint):
     def respond(self, body: Any, entry: RequestLog) -> Response:
         raise NotImplementedError
 
+    def failure_body(self, status: int) -> Any:
+        if status == 429:
+            kind, code = "requests", "rate_limit_exceeded"
+        else:
+            kind, code = "server_error", None
+        return _error(status, kind, f"injected failure ({status})", code).body
+
 
 class ResponsesEndpoint(OpenAIEndpoint):
     post_route = "/v1/responses"
@@ -138,6 +145,8 @@ class ResponsesEndpoint(OpenAIEndpoint):
         return self._respond(body, entry)
 
     def _respond(self, body: dict[str, Any], entry: RequestLog) -> Response:
+        if (failure := self.fail(entry)) is not None:
+            return failure
         model = str(body.get("model") or self.default_model)
         tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
         index, step = self.step_for(_turn(body.get("input")))

@@ -1,0 +1,357 @@
+"""The model relay: a real seat's only way to its vendor's API.
+
+A seat of a vendor's CLI runs on an internal Docker network of its run (no route out, and
+containers on it cannot reach each other). The relay listens on that network's gateway (the
+host) and forwards each request to the vendor's API, so the seat reaches the model and nothing
+else. It is also where the key lives: the container gets a **seat token** in the key's place
+(``sk-swarmlab-seat-...``, one per seat), and the relay swaps it for the real key on the way
+out. The key never enters a container, a command line or a file of the run; a request without a
+known seat token is refused (401) and never reaches the vendor.
+
+Every request is recorded as a :class:`ModelCall` (seat, path, status, the vendor's status,
+when it started, when the first byte came back, when it ended, bytes each way, ``Retry-After``),
+into the run's ``model_calls`` table. That is how an endpoint that errors or rate-limits shows
+in the results whatever the CLI says about it: the CLIs retry on their own, and some announce
+it (Claude Code), some partly (Codex: no delays), some not at all (Gemini CLI), but every retry
+is a request through the relay. :func:`analysis.model_calls.seat_outages` turns the calls into
+the time each seat lost.
+
+Responses are streamed through as they arrive (server-sent events chunk by chunk), never
+buffered. The relay forwards only paths under the vendor base URL's path (``/v1`` for OpenAI),
+refuses websocket upgrades (426: the CLIs fall back to HTTP streaming) and asks the vendor for
+unencoded bodies. One upstream connection per request (a TLS handshake each: ~0.1 s against
+calls of seconds).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import secrets
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+TOKEN_PREFIX = "sk-swarmlab-seat-"
+# Headers that belong to one connection (RFC 9110 7.6.1) or carry a caller's credentials: never
+# forwarded. The vendor's own auth header is set by the relay.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+CREDENTIALS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"})
+READ_SIZE = 64 * 1024
+
+
+@dataclass
+class ModelCall:
+    """One request a seat made through the relay.
+
+    ``status`` is what the seat got back; ``upstream_status`` what the vendor answered (None
+    when no answer came: ``error`` says why). ``first_byte_at`` is when the vendor's response
+    began (None without one).
+    """
+
+    arm: str
+    agent: str
+    method: str
+    path: str
+    started_at: float
+    status: int = 0
+    upstream_status: int | None = None
+    error: str = ""
+    first_byte_at: float | None = None
+    finished_at: float = 0.0
+    bytes_up: int = 0
+    bytes_down: int = 0
+    retry_after: str = ""
+
+
+@dataclass(frozen=True)
+class Seat:
+    arm: str
+    agent: str
+
+
+@dataclass
+class ModelRelay:
+    """Forwards seats' requests to ``upstream`` (the vendor's base URL, e.g.
+    ``https://api.openai.com/v1``) with the real ``key`` in ``auth_header``.
+
+    Args:
+        upstream: the vendor's base URL; requests must fall under its path.
+        key: the real key (kept in memory only).
+        auth_header: the header the vendor reads the key from (``authorization`` gets
+            ``Bearer KEY``; ``x-api-key`` and ``x-goog-api-key`` get the key itself).
+        host: the address to listen on (the seats' internal network's gateway).
+        port: 0 picks a free one.
+        record: called with every finished :class:`ModelCall` (the run's event log); its
+            failures are kept in :attr:`record_errors`, never raised into a seat's request.
+        timeout_s: socket timeout towards the vendor (a stream silent for this long fails).
+    """
+
+    upstream: str
+    key: str
+    auth_header: str = "authorization"
+    host: str = "127.0.0.1"
+    port: int = 0
+    record: Callable[[ModelCall], None] | None = None
+    timeout_s: float = 600.0
+    calls: list[ModelCall] = field(default_factory=list)
+    record_errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"model relay: upstream {self.upstream!r} is not an http(s) URL")
+        if not self.key:
+            raise ValueError("model relay: no key to forward with")
+        self._scheme = parts.scheme
+        self._upstream_host = parts.hostname
+        self._upstream_port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.base_path = parts.path.rstrip("/")
+        self._seats: dict[str, Seat] = {}
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer((self.host, self.port), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- seats ---------------------------------------------------------------------------
+
+    def add_seat(self, arm: str, agent: str) -> str:
+        """A new seat token for ``arm``/``agent``: what the seat's container gets as its key."""
+        token = TOKEN_PREFIX + secrets.token_hex(24)
+        with self._lock:
+            self._seats[token] = Seat(arm, agent)
+        return token
+
+    def seat_for(self, headers: dict[str, str], query: list[tuple[str, str]]) -> Seat | None:
+        """The seat whose token came with a request (in any header a CLI puts a key in)."""
+        offered = [headers.get(h, "") for h in ("x-api-key", "x-goog-api-key", "api-key")]
+        bearer = headers.get("authorization", "")
+        if bearer.lower().startswith("bearer "):
+            offered.append(bearer[7:].strip())
+        offered += [v for k, v in query if k == "key"]
+        with self._lock:
+            for token in offered:
+                if token and token in self._seats:
+                    return self._seats[token]
+        return None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    @property
+    def base_url(self) -> str:
+        """The base URL a seat uses in place of the vendor's (same path)."""
+        host, port = self.address
+        return f"http://{host}:{port}{self.base_path}"
+
+    def start(self) -> ModelRelay:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, name="model-relay", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> ModelRelay:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def _finish(self, call: ModelCall) -> None:
+        call.finished_at = time.time()
+        with self._lock:
+            self.calls.append(call)
+        if self.record is not None:
+            try:
+                self.record(call)
+            except Exception as exc:  # the seat's request is done; the record must not hang it
+                with self._lock:
+                    self.record_errors.append(repr(exc))
+
+    def _upstream_headers(self, headers: dict[str, str]) -> dict[str, str]:
+        out = {k: v for k, v in headers.items() if k not in HOP_BY_HOP | CREDENTIALS}
+        out = {k: v for k, v in out.items() if not k.startswith(("x-forwarded-", "forwarded"))}
+        out["accept-encoding"] = "identity"
+        bearer = self.auth_header == "authorization"
+        out[self.auth_header] = f"Bearer {self.key}" if bearer else self.key
+        return out
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self._scheme == "https":
+            return http.client.HTTPSConnection(
+                self._upstream_host,
+                self._upstream_port,
+                timeout=self.timeout_s,
+                context=ssl.create_default_context(),
+            )
+        return http.client.HTTPConnection(
+            self._upstream_host, self._upstream_port, timeout=self.timeout_s
+        )
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        relay = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            server_version = "swarmlab-model-relay"
+
+            def log_message(self, format: str, *args: Any) -> None:  # recorded as ModelCalls
+                pass
+
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                    data = b""
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass
+                            return data
+                        data += self.rfile.read(size)
+                        self.rfile.readline()
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+
+            def _refuse(self, call: ModelCall, status: int, message: str) -> None:
+                call.status, call.error = status, message
+                data = json.dumps(
+                    {"error": {"type": "swarmlab_relay", "message": message}}
+                ).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass
+                relay._finish(call)
+
+            def _relay(self) -> None:
+                parts = urlsplit(self.path)
+                query = parse_qsl(parts.query, keep_blank_values=True)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                seat = relay.seat_for(headers, query)
+                call = ModelCall(
+                    seat.arm if seat else "",
+                    seat.agent if seat else "",
+                    self.command,
+                    parts.path,
+                    time.time(),
+                )
+                body = self._body()
+                call.bytes_up = len(body)
+                if seat is None:
+                    self._refuse(call, 401, "no seat token: the relay forwards seats' calls only")
+                    return
+                under = relay.base_path
+                if not parts.path.startswith("/") or (
+                    under and parts.path != under and not parts.path.startswith(under + "/")
+                ):
+                    self._refuse(call, 404, f"{parts.path}: outside the model API ({under}/...)")
+                    return
+                if headers.get("upgrade"):
+                    self._refuse(call, 426, "no protocol upgrade through the relay: use HTTP")
+                    return
+                query = [(k, v) for k, v in query if k != "key"]  # a key in the URL: the token
+                target = parts.path + (f"?{urlencode(query)}" if query else "")
+                conn = relay._connect()
+                try:
+                    try:
+                        conn.request(
+                            self.command, target, body or None, relay._upstream_headers(headers)
+                        )
+                        response = conn.getresponse()
+                    except (OSError, http.client.HTTPException) as exc:
+                        self._refuse(call, 502, f"vendor unreachable: {type(exc).__name__}: {exc}")
+                        return
+                    call.first_byte_at = time.time()
+                    call.upstream_status = call.status = response.status
+                    call.retry_after = response.getheader("retry-after") or ""
+                    self._pass_back(call, response)
+                finally:
+                    conn.close()
+                relay._finish(call)
+
+            def _pass_back(self, call: ModelCall, response: http.client.HTTPResponse) -> None:
+                length = response.getheader("content-length")
+                chunked = length is None or response.chunked
+                try:
+                    self.send_response(response.status, response.reason)
+                    for key, value in response.getheaders():
+                        if key.lower() not in HOP_BY_HOP:
+                            self.send_header(key, value)
+                    if chunked:
+                        self.send_header("Transfer-Encoding", "chunked")
+                    else:
+                        self.send_header("Content-Length", str(length))
+                    self.end_headers()
+                    self.wfile.flush()
+                except OSError as exc:
+                    call.error = f"seat went away: {type(exc).__name__}"
+                    self.close_connection = True
+                    return
+                while True:
+                    try:
+                        data = response.read1(READ_SIZE)
+                    except (OSError, http.client.HTTPException) as exc:
+                        call.error = f"vendor stream broke: {type(exc).__name__}: {exc}"
+                        self.close_connection = True  # the seat sees a cut-off stream
+                        return
+                    if not data:
+                        break
+                    call.bytes_down += len(data)
+                    try:
+                        if chunked:
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                        else:
+                            self.wfile.write(data)
+                        self.wfile.flush()
+                    except OSError as exc:
+                        call.error = f"seat went away: {type(exc).__name__}"
+                        self.close_connection = True
+                        return
+                if chunked:
+                    try:
+                        self.wfile.write(b"0\r\n\r\n")
+                        self.wfile.flush()
+                    except OSError as exc:
+                        call.error = f"seat went away: {type(exc).__name__}"
+                        self.close_connection = True
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
+
+        return Handler

@@ -1,0 +1,233 @@
+"""The model relay (``runner.model_relay``) in front of real local endpoints speaking the
+vendors' protocols (``agents.endpoints``), and the outages computed from what it recorded
+(``analysis.model_calls``). Real sockets, real HTTP; no container needed."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from agents.endpoints import ENDPOINTS, session_script
+from analysis.model_calls import failed, seat_outages
+from runner.events import EventLog
+from runner.model_relay import TOKEN_PREFIX, ModelCall, ModelRelay
+
+KEY = "sk-real-vendor-key-0123456789"
+
+
+def _post(
+    relay: ModelRelay, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> tuple[int, dict[str, str], bytes]:
+    host, port = relay.address
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        headers = {"content-type": "application/json", **headers}
+        conn.request("POST", path, json.dumps(body), headers)
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def _anthropic_call(stream: bool = True) -> dict[str, Any]:
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "hello"}],
+    }
+
+
+@pytest.fixture
+def anthropic():
+    with ENDPOINTS["anthropic"](session_script("anthropic"), api_key=KEY) as endpoint:
+        yield endpoint
+
+
+def test_a_seat_token_is_swapped_for_the_key_and_the_call_is_recorded(anthropic, tmp_path):
+    events = EventLog(tmp_path / "events.sqlite")
+    with ModelRelay(anthropic.url, KEY, "x-api-key", record=events.add_model_call) as relay:
+        token = relay.add_seat("swarm", "w1")
+        assert token.startswith(TOKEN_PREFIX) and KEY not in token
+        status, _, body = _post(relay, "/v1/messages", _anthropic_call(), {"x-api-key": token})
+    assert status == 200, body
+    assert b"message_stop" in body  # the whole stream came through
+    assert [r.authorized for r in anthropic.requests] == [True]
+    assert anthropic.replies and anthropic.replies[0].path == "/v1/messages"
+    (row,) = events.table("model_calls")
+    assert (row["arm"], row["agent"], row["method"], row["path"]) == (
+        "swarm", "w1", "POST", "/v1/messages",
+    )  # fmt: skip
+    assert row["status"] == row["upstream_status"] == 200 and row["error"] == ""
+    assert row["started_at"] <= row["first_byte_at"] <= row["finished_at"]
+    assert row["bytes_down"] == len(body) and row["bytes_up"] > 0
+    assert KEY.encode() not in body and KEY not in json.dumps(row)
+
+
+def test_without_a_seat_token_nothing_reaches_the_vendor(anthropic):
+    with ModelRelay(anthropic.url, KEY, "x-api-key") as relay:
+        relay.add_seat("swarm", "w1")
+        for headers in ({}, {"x-api-key": KEY}, {"x-api-key": TOKEN_PREFIX + "0" * 48}):
+            status, _, body = _post(relay, "/v1/messages", _anthropic_call(), headers)
+            assert status == 401, body
+            assert KEY.encode() not in body
+    assert anthropic.requests == []
+    assert [c.status for c in relay.calls] == [401, 401, 401]
+    assert all(c.arm == "" and c.upstream_status is None for c in relay.calls)
+    assert seat_outages([c.__dict__ for c in relay.calls]) == {}  # no seat, no outage
+
+
+def test_only_the_vendors_api_path_is_forwarded_and_upgrades_are_refused():
+    endpoint = ENDPOINTS["openai"](session_script("openai"), api_key=KEY)
+    with endpoint, ModelRelay(endpoint.url + "/v1", KEY) as relay:
+        token = relay.add_seat("solo", "w1")
+        auth = {"authorization": f"Bearer {token}"}
+        assert relay.base_url.endswith("/v1")
+        assert _post(relay, "/admin/keys", {}, auth)[0] == 404
+        assert _post(relay, "/v1x/responses", {}, auth)[0] == 404
+        upgrade = {**auth, "connection": "Upgrade", "upgrade": "websocket"}
+        assert _post(relay, "/v1/responses", {}, upgrade)[0] == 426
+        # An absolute-form target names another host: only its path is used, upstream.
+        host, port = relay.address
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        conn.request("GET", "http://evil.example/v1/models", headers=auth)
+        assert conn.getresponse().status == 200
+        conn.close()
+    assert [(r.method, r.path) for r in endpoint.requests] == [("GET", "/v1/models")]
+    assert endpoint.requests[0].authorized
+
+
+def test_a_key_in_the_url_is_a_seat_token_and_never_forwarded():
+    endpoint = ENDPOINTS["gemini"](session_script("gemini"), api_key=KEY)
+    with endpoint, ModelRelay(endpoint.url, KEY, "x-goog-api-key") as relay:
+        token = relay.add_seat("solo", "w1")
+        status, _, body = _post(
+            relay,
+            f"/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse&key={token}",
+            {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+            {},
+        )
+    assert status == 200, body
+    (request,) = endpoint.requests
+    assert request.authorized and "key=" not in request.path and "alt=sse" in request.path
+
+
+class _SlowStream(BaseHTTPRequestHandler):
+    """Sends one event, then waits until the test has read it before sending the last."""
+
+    protocol_version = "HTTP/1.1"
+    release = threading.Event()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for frame in (b"data: first\n\n", None, b"data: last\n\n"):
+            if frame is None:
+                self.release.wait(20)
+                continue
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
+
+def test_a_stream_is_passed_on_as_it_arrives_not_when_it_ends():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowStream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with ModelRelay(f"http://127.0.0.1:{server.server_address[1]}", KEY) as relay:
+            token = relay.add_seat("solo", "w1")
+            host, port = relay.address
+            conn = http.client.HTTPConnection(host, port, timeout=15)
+            conn.request("POST", "/stream", b"{}", {"authorization": f"Bearer {token}"})
+            response = conn.getresponse()
+            # The upstream holds its last event back until we have the first: a relay that
+            # buffered the stream would time out here.
+            first = response.read1(1024)
+            assert first == b"data: first\n\n"
+            _SlowStream.release.set()
+            assert response.read() == b"data: last\n\n"
+            conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_vendor_is_a_502_and_a_recorded_failure():
+    with ModelRelay(f"http://127.0.0.1:{_closed_port()}", KEY, "x-api-key") as relay:
+        token = relay.add_seat("solo", "w1")
+        status, _, body = _post(relay, "/v1/messages", _anthropic_call(), {"x-api-key": token})
+    assert status == 502 and b"vendor unreachable" in body
+    (call,) = relay.calls
+    assert call.upstream_status is None and failed(call.__dict__)
+    outage = seat_outages([call.__dict__])[("solo", "w1")]
+    assert outage.failed == 1 and outage.statuses == {"unreachable": 1} and outage.open_at_end
+
+
+@pytest.mark.parametrize(("vendor", "status"), [("anthropic", 429), ("anthropic", 529)])
+def test_rate_limits_are_passed_on_and_the_time_until_recovery_is_lost(vendor, status):
+    endpoint = ENDPOINTS[vendor](
+        session_script(vendor), api_key=KEY, failures=2, failure_status=status, retry_after="3"
+    )
+    with endpoint, ModelRelay(endpoint.url, KEY, "x-api-key") as relay:
+        token = relay.add_seat("solo", "w1")
+        auth = {"x-api-key": token}
+        seen = [_post(relay, "/v1/messages", _anthropic_call(), auth) for _ in "abc"]
+    assert [s for s, _, _ in seen] == [status, status, 200]
+    assert seen[0][1].get("Retry-After") == "3"
+    assert json.loads(seen[0][2])["type"] == "error"
+    calls = [c.__dict__ for c in relay.calls]
+    assert [c["retry_after"] for c in calls] == ["3", "3", ""]
+    outage = seat_outages(calls)[("solo", "w1")]
+    assert (outage.calls, outage.failed, outage.outages) == (3, 2, 1)
+    assert outage.statuses == {str(status): 2} and not outage.open_at_end
+    assert outage.lost_s == pytest.approx(calls[2]["started_at"] - calls[0]["started_at"], abs=1e-3)
+
+
+def _call(start: float, status: int | None, end: float | None = None, **kw: Any) -> dict:
+    base = ModelCall("a", "s", "POST", "/v1/messages", start, status or 0, status, **kw)
+    base.finished_at = end if end is not None else start + 1
+    return base.__dict__
+
+
+def test_outages_open_on_a_failure_and_close_on_the_next_answered_call():
+    calls = [
+        _call(0, 200),
+        _call(10, 429, 10.5),
+        _call(12, 529, 13),
+        _call(20, None, 20.1, error="vendor unreachable: ConnectionRefusedError"),
+        _call(25, 200),  # recovery: 15 s lost
+        _call(30, 404),  # the caller's fault, answered: not a failure
+        _call(40, 200, 41, error="vendor stream broke: IncompleteRead"),
+        _call(50, 500, 51),  # open at the end: closed at its end, 11 s
+    ]
+    outage = seat_outages(calls)[("a", "s")]
+    assert outage.failed == 5 and outage.outages == 2 and outage.open_at_end
+    assert outage.statuses == {
+        "429": 1, "529": 1, "unreachable": 1, "200 stream broke": 1, "500": 1,
+    }  # fmt: skip
+    assert outage.lost_s == pytest.approx(15 + 11)
+
+
+def test_a_refusal_by_the_relay_does_not_end_an_outage():
+    calls = [_call(0, 429), _call(1, None, error=""), _call(5, 200)]
+    calls[1]["status"] = 426  # refused by the relay: never reached the vendor
+    outage = seat_outages(calls)[("a", "s")]
+    assert outage.failed == 1 and outage.lost_s == pytest.approx(5)
