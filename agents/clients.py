@@ -140,6 +140,8 @@ class Client:
             the host's ``/usr/bin/node``, seen in the container through the ``/usr`` mount).
         settings_dir: a folder of this repository mounted read-only at :attr:`settings_mount`
             (the CLI's fixed settings: no telemetry, no update checks).
+        auth_header: the header the vendor's API reads the key from (``authorization``:
+            ``Bearer KEY``); the model proxy sets it (``runner.model_proxy``).
     """
 
     name: str
@@ -156,6 +158,7 @@ class Client:
     fixed_env: Mapping[str, str] = field(default_factory=dict)
     interpreter: str = ""
     settings_dir: str = ""
+    auth_header: str = "authorization"
 
     # -- install -------------------------------------------------------------------------
 
@@ -488,6 +491,7 @@ CLIENTS: dict[str, Client] = {
         default_model="claude-sonnet-4-5",
         records=".claude/projects",
         record_format="claude_code",
+        auth_header="x-api-key",
         fixed_env={
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
@@ -519,6 +523,7 @@ CLIENTS: dict[str, Client] = {
         record_format="gemini",
         interpreter="/usr/bin/node",
         settings_dir="agents/client_config/gemini",
+        auth_header="x-goog-api-key",
         fixed_env={
             # Read-only settings above the user's: API key auth, no telemetry, no usage
             # statistics, no update checks, no session cleanup, no IDE, every folder trusted.
@@ -543,19 +548,33 @@ def get_client(name: str) -> Client:
 # -- a network that reaches only the model endpoint -----------------------------------------
 
 
-def model_network(client, name: str = "swarmlab-model") -> tuple[str, str]:
+def model_network(
+    client,
+    name: str = "swarmlab-model",
+    *,
+    isolated: bool = False,
+    labels: Mapping[str, str] | None = None,
+) -> tuple[str, str]:
     """An internal Docker network (``docker network create --internal``) and its gateway
-    address: a container on it reaches the host at that address (where a model endpoint or a
-    forwarding proxy listens) and nothing outside. Created when missing; (name, gateway)."""
+    address: a container on it reaches the host at that address (where a model endpoint or the
+    model proxy listens) and nothing outside. ``isolated``: containers on it cannot reach each
+    other either (``com.docker.network.bridge.enable_icc=false``), so seats talk only through
+    the gateway's services. Created when missing; (name, gateway)."""
     import docker
 
     try:
         network = client.networks.get(name)
     except docker.errors.NotFound:
-        network = client.networks.create(name, driver="bridge", internal=True)
+        options = {"com.docker.network.bridge.enable_icc": "false"} if isolated else None
+        network = client.networks.create(
+            name, driver="bridge", internal=True, options=options, labels=dict(labels or {})
+        )
         network.reload()
     if not network.attrs.get("Internal"):
         raise RuntimeError(f"docker network {name} exists and is not internal")
+    icc = (network.attrs.get("Options") or {}).get("com.docker.network.bridge.enable_icc")
+    if isolated and icc != "false":
+        raise RuntimeError(f"docker network {name} exists and lets containers reach each other")
     configs = (network.attrs.get("IPAM") or {}).get("Config") or []
     gateway = next((c.get("Gateway") for c in configs if c.get("Gateway")), None)
     if not gateway:

@@ -1,9 +1,9 @@
 """The time seats lost to a model endpoint that errored or rate-limited, from the calls the
-model relay recorded (``runner.model_relay``, table ``model_calls``).
+model proxy recorded (``runner.model_proxy``, table ``model_calls``).
 
 A call *failed* when the vendor answered 408, 409, 425, 429 or 5xx (529 "overloaded"
-included), when the relay could not reach the vendor (502 with an ``error``), or when the
-vendor's stream broke off. Refusals by the relay itself (401 without a seat token, 404 outside
+included), when the proxy could not reach the vendor (502 with an ``error``), or when the
+vendor's stream broke off. Refusals by the proxy itself (401 without a seat token, 404 outside
 the API, 426 for an upgrade) and other 4xx answers are the caller's doing, not the endpoint's:
 they are counted as calls, not as failures.
 
@@ -44,7 +44,7 @@ def failure_label(call: Mapping[str, Any]) -> str:
 
 @dataclass
 class SeatOutage:
-    """What one seat's calls through the relay came to."""
+    """What one seat's calls through the proxy came to."""
 
     arm: str
     agent: str
@@ -77,7 +77,7 @@ def seat_outages(calls: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Se
                 seat.statuses[label] = seat.statuses.get(label, 0) + 1
                 began = start if began is None else began
                 last_failure_end = max(last_failure_end, float(call.get("finished_at") or start))
-            elif began is not None and not _refused_by_relay(call):
+            elif began is not None and not _refused_by_proxy(call):
                 seat.outages += 1
                 seat.lost_s += start - began
                 began = None
@@ -89,6 +89,6 @@ def seat_outages(calls: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Se
     return out
 
 
-def _refused_by_relay(call: Mapping[str, Any]) -> bool:
+def _refused_by_proxy(call: Mapping[str, Any]) -> bool:
     upstream = call.get("upstream_status")
     return upstream is None or upstream == "" or upstream != upstream

@@ -1,6 +1,6 @@
 """The run's event log: one SQLite file (WAL) in the run directory holding everything that
 happened — submissions, evaluations (verdict, metrics, stage timings, queue wait), board
-messages, agent lifecycle, token usage, the seats' calls through the model relay, and the
+messages, agent lifecycle, token usage, the seats' calls through the model proxy, and the
 run's own metadata. ``analysis`` reads only this file (and what else the run wrote to disk)."""
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ class EventLog:
         return len(rows)
 
     def add_model_call(self, call: Any) -> None:
-        """Record one request a seat made through the model relay (``runner.model_relay``)."""
+        """Record one request a seat made through the model proxy (``runner.model_proxy``)."""
         with self.connect() as db:
             db.execute(
                 "INSERT INTO model_calls (arm, agent, method, path, status, upstream_status,"

@@ -40,7 +40,14 @@ from runner.confirm import CHAMPION, plan_rechecks, queue_rechecks
 from runner.events import EventLog
 from runner.gateway import Gateway, fair_key
 from runner.progress import Progress
-from runner.seats import client_meta, real_seat, record_prompts, seat_problem
+from runner.seats import (
+    SeatProxy,
+    client_meta,
+    real_seat,
+    record_prompts,
+    seat_problem,
+    seat_proxy,
+)
 from runner.summary import format_summary, summarize, write_summary
 from runner.supervisor import Supervisor
 from tasks.schema import PROJECT_ROOT, task_root
@@ -154,7 +161,12 @@ def champion(from_run: Path) -> tuple[Path, str, dict[str, Any]]:
 
 
 def agent_specs(
-    cfg: DictConfig, run_id: str, arms: list[ArmWorkspace], deadline: float, home: JudgeHome
+    cfg: DictConfig,
+    run_id: str,
+    arms: list[ArmWorkspace],
+    deadline: float,
+    home: JudgeHome,
+    proxied: SeatProxy | None = None,
 ) -> list[AgentSpec]:
     moves = task_root(cfg.task) / "moves"
     mounts = {
@@ -202,7 +214,7 @@ def agent_specs(
                 )
             )
     # agent=claude_code|codex|gemini: the seat's CLI, prompt, key and resume (runner/seats.py).
-    return [real_seat(cfg, spec, spec.arm_workspace, deadline) for spec in specs]
+    return [real_seat(cfg, spec, spec.arm_workspace, deadline, proxied=proxied) for spec in specs]
 
 
 class Run:
@@ -348,25 +360,27 @@ class Run:
                 arms,
                 max_submissions_per_agent=cfg.budget.max_submissions_per_agent,
             )
-            specs = agent_specs(cfg, run_id, arms, deadline, home)
-            supervisor = Supervisor(backend, self.events, specs)
             progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
-            if first_event == "started":
-                self.remeasure_champion(arms, queue)
-            self.install_signals()
-            backend.cleanup(run_id)
-            try:
-                supervisor.start_all(first_event)
-                while not self.stopping and time.time() < deadline:
-                    gateway.poll()
-                    supervisor.check()
-                    link.ensure_running()
-                    progress.maybe_print(deadline)
-                    time.sleep(0.25)
-                reason = self.stopping or "deadline"
-            finally:
-                supervisor.stop_all(self.stopping or "deadline")
+            # Real seats reach their vendor only through the run's model proxy (runner/seats.py).
+            with seat_proxy(cfg, self.events, run_id) as proxied:
+                specs = agent_specs(cfg, run_id, arms, deadline, home, proxied)
+                supervisor = Supervisor(backend, self.events, specs)
+                if first_event == "started":
+                    self.remeasure_champion(arms, queue)
+                self.install_signals()
                 backend.cleanup(run_id)
+                try:
+                    supervisor.start_all(first_event)
+                    while not self.stopping and time.time() < deadline:
+                        gateway.poll()
+                        supervisor.check()
+                        link.ensure_running()
+                        progress.maybe_print(deadline)
+                        time.sleep(0.25)
+                    reason = self.stopping or "deadline"
+                finally:
+                    supervisor.stop_all(self.stopping or "deadline")
+                    backend.cleanup(run_id)
             self.drain(gateway, queue, link, reason)
             if reason == "deadline":
                 self.recheck(gateway, queue, link, arms)

@@ -9,24 +9,36 @@ from :mod:`agents.clients` mounted read-only, the key and base URL from the host
 session resume with the keep-going message (:meth:`agents.clients.Client.resume_command`).
 The prompt's text goes into ``arms/<arm>/agents/<seat>/prompt.md`` (the run directory, not the
 agent's folders), its hashes into the run's meta (``prompts``).
+
+With ``agent.network=proxy`` (the default for every CLI) the seats reach their vendor only
+through the run's model proxy (:mod:`runner.model_proxy`, :func:`seat_proxy`): an internal
+Docker network of the run on which containers cannot reach each other nor anything outside,
+the proxy on its gateway, and in each container a seat token and the proxy's URL in place of
+the key and the vendor's base URL.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from omegaconf import DictConfig
 
-from agents.clients import Client, ClientMissing, KeyMissing, get_client
+from agents.clients import Client, ClientMissing, KeyMissing, get_client, model_network
 from arms.prompts import RenderedPrompt, render_keep_going, render_prompt
 from isolation.backends import AgentSpec
 from isolation.workspace import AgentWorkspace, ArmWorkspace
+from runner.events import EventLog
+from runner.model_proxy import ModelProxy
 
 PROMPT_FILE = "prompt.md"
+# agent.network=proxy: the run's own network and model proxy (runner.model_proxy).
+PROXY = "proxy"
 
 
 def seat_client(cfg: DictConfig) -> Client | None:
@@ -43,6 +55,11 @@ def seat_problem(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> s
     except ValueError as exc:
         return f"agent.client: {exc}"
     if client is None:
+        if cfg.agent.get("network") == PROXY:
+            return (
+                f"agent.network={PROXY} is for the seats of a vendor's CLI,"
+                f" not agent={cfg.agent.kind}"
+            )
         return None
     if cfg.isolation.backend != "docker":
         return (
@@ -57,7 +74,77 @@ def seat_problem(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> s
         client.binary()
     except ClientMissing as exc:
         return f"{exc}; `make clients` installs every CLI"
+    if cfg.agent.network == PROXY:
+        url = urlsplit(client.base_url(environ))
+        if url.scheme not in ("http", "https") or not url.hostname:
+            return (
+                f"{client.base_url_env}={client.base_url(environ)!r}: the model proxy forwards"
+                " to an http(s) URL only"
+            )
     return None
+
+
+@dataclass
+class SeatProxy:
+    """The run's model proxy and the internal network its seats are on."""
+
+    network: str
+    proxy: ModelProxy
+    client: Client
+
+    def environ(self, arm: str, agent: str, environ: Mapping[str, str]) -> dict[str, str]:
+        """``environ`` with a new seat token as the key and the proxy as the base URL."""
+        return {
+            **environ,
+            self.client.key_env: self.proxy.add_seat(arm, agent),
+            self.client.base_url_env: self.proxy.base_url,
+        }
+
+
+@contextmanager
+def seat_proxy(
+    cfg: DictConfig, events: EventLog, run_id: str, environ: Mapping[str, str] | None = None
+) -> Iterator[SeatProxy | None]:
+    """With ``agent.network=proxy`` and a CLI in the seats: the run's network
+    (``swarmlab-seats-<run id>``: internal, containers cannot reach each other) and the model
+    proxy on its gateway, forwarding to the host's base URL (or the vendor's) with the host's
+    key, every call into ``events``. Otherwise None. On leaving, the proxy stops, the meta's
+    ``proxy`` counts its calls, and the network is removed (its containers must be gone).
+    """
+    client = seat_client(cfg)
+    if client is None or cfg.agent.network != PROXY:
+        yield None
+        return
+    from isolation.images import docker_client
+
+    environ = os.environ if environ is None else environ
+    docker = docker_client()
+    name, gateway = model_network(
+        docker, f"swarmlab-seats-{run_id}", isolated=True, labels={"org.swarmlab.run": run_id}
+    )
+    proxy = ModelProxy(
+        client.base_url(environ),
+        environ[client.key_env],
+        client.auth_header,
+        host=gateway,
+        record=events.add_model_call,
+    ).start()
+    try:
+        yield SeatProxy(name, proxy, client)
+    finally:
+        proxy.stop()
+        summary: dict[str, Any] = {
+            "network": name,
+            "calls": len(proxy.calls),
+            "record_errors": proxy.record_errors[:10],
+        }
+        try:
+            docker.networks.get(name).remove()
+        except Exception as exc:  # a leftover network is untidy, not a reason to lose the run
+            summary["network_error"] = f"not removed: {exc}"
+        finally:
+            docker.close()
+            events.set_meta(proxy=summary)
 
 
 def is_solo(arm: ArmWorkspace) -> bool:
@@ -98,6 +185,7 @@ def client_meta(cfg: DictConfig) -> dict[str, Any] | None:
     client = seat_client(cfg)
     if client is None:
         return None
+    proxied = cfg.agent.network == PROXY
     return {
         "name": client.name,
         "package": client.package,
@@ -108,6 +196,8 @@ def client_meta(cfg: DictConfig) -> dict[str, Any] | None:
         "base_url_env": client.base_url_env,
         "base_url_set": bool(os.environ.get(client.base_url_env)),
         "network": cfg.agent.network,
+        "proxy": proxied,
+        "upstream_host": urlsplit(client.base_url()).hostname if proxied else None,
         "resume": client.resume_mechanism if cfg.agent.get("resume", True) else "fresh start",
         "records": client.records,
         "record_format": client.record_format,
@@ -120,9 +210,10 @@ def real_seat(
     arm: ArmWorkspace,
     deadline: float,
     environ: Mapping[str, str] | None = None,
+    proxied: SeatProxy | None = None,
 ) -> AgentSpec:
     """``spec`` (as built for any seat: the contract's mounts, tools, limits, labels) turned
-    into a seat of the configured CLI.
+    into a seat of the configured CLI (on ``proxied``'s network, with a seat token, when given).
 
     Raises:
         KeyMissing, ClientMissing: checked before by :func:`seat_problem`.
@@ -131,6 +222,10 @@ def real_seat(
     if client is None:
         return spec
     environ = os.environ if environ is None else environ
+    network = spec.network
+    if proxied is not None:
+        environ = proxied.environ(spec.arm, spec.agent, environ)
+        network = proxied.network
     model = cfg.agent.get("model") or None
     prompt = seat_prompt(spec.workspace, arm, deadline)
     fields = client.spec_fields(prompt.text, model, environ)
@@ -143,6 +238,7 @@ def real_seat(
         command=list(fields["command"]),  # type: ignore[call-overload]
         env={**spec.env, **fields["env"]},  # type: ignore[dict-item]
         image=str(fields["image"]),
+        network=network,
         memory=cfg.agent.get("memory") or cfg.isolation.memory,
         extra_mounts={**spec.extra_mounts, **fields["extra_mounts"]},  # type: ignore[dict-item]
         resume_command=(client.resume_command(keep_going, model, environ) if resume else []),

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from analysis.model_calls import seat_outages
 from runner.confirm import BASELINE, CHAMPION, CONFIRM, PSEUDO_AGENTS, best_pass, rechecked
 from runner.events import EventLog
 
@@ -45,6 +46,12 @@ class ArmSummary:
     judge_busy_pct: float
     mean_queue_wait_s: float | None
     restarts: int
+    # Seats' calls through the model proxy (runner/model_proxy.py; None without one): how many,
+    # how many failed on the endpoint's side (429, 5xx, unreachable), and the seat-seconds lost
+    # from each failure to the next answered call (analysis/model_calls.py), summed over seats.
+    model_calls: int | None = None
+    model_call_failures: int | None = None
+    model_lost_s: float | None = None
 
 
 def is_ancestor(repo: Path, ancestor: str, commit: str) -> bool:
@@ -88,6 +95,8 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
     # The judge's busy share is over the agents' part of the run, before the re-judgements.
     agents_ended = float(meta.get("rechecks_started_at") or ended)
     agent_phase = max(agents_ended - started, 1e-9)
+    proxied = bool((meta.get("client") or {}).get("proxy"))
+    outages = seat_outages(events.table("model_calls")) if proxied else {}
     rows = []
     for arm in meta.get("arms", []):
         ours = [e for e in evaluations if e["arm"] == arm]
@@ -155,6 +164,11 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
                 restarts=sum(1 for r in lifecycle if r["arm"] == arm and r["event"] == "restarted"),
             )
         )
+        if proxied:
+            seats = [o for (a, _), o in outages.items() if a == arm]
+            rows[-1].model_calls = sum(o.calls for o in seats)
+            rows[-1].model_call_failures = sum(o.failed for o in seats)
+            rows[-1].model_lost_s = round(sum(o.lost_s for o in seats), 1)
     return rows
 
 

@@ -16,6 +16,7 @@ Fast tests (no engine, no CLI): a missing key is one line and exit 2 before anyt
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import secrets
@@ -26,11 +27,15 @@ from pathlib import Path
 
 import pytest
 
-from agents.clients import ClientMissing, get_client, model_network
+from agents.clients import ClientMissing, get_client
 from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
+from analysis.model_calls import seat_outages
 from runner.events import EventLog
+from runner.model_proxy import TOKEN_PREFIX
 from tasks.schema import PROJECT_ROOT
 
+# What the agent itself can see of its environment, written where the run keeps it.
+SEE_ENV = "env > $HOME/seen-env.txt && "
 # A change to the frozen zone: the judge answers REJECT (frozen_zone) in seconds.
 EDIT_FROZEN = (
     "printf '\\n' >> engine/config.py && git commit -qam 'scripted: touch the frozen zone' && "
@@ -88,30 +93,29 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
         if os.environ.get("CI", "").lower() not in ("", "0", "false"):
             pytest.fail(f"CI is set and a real-client test cannot run: {exc}", pytrace=False)
         pytest.skip(str(exc))
-    name, gateway = model_network(docker_client, f"swarmlab-test-seat-{os.getpid()}")
     key = f"sk-swarmlab-test-{secrets.token_hex(16)}"
     run_dir = tmp_path / "run"
+    # The endpoint listens on the host's loopback, which no container reaches: every call must
+    # come through the run's model proxy (agent.network=proxy, the default). Its first two model
+    # calls are rate-limited (429, Retry-After: 1); the CLI's retries go through the proxy too.
     endpoint = ENDPOINTS[vendor](
-        session_script(vendor, edit=EDIT_FROZEN), host=gateway, port=0, api_key=key
+        session_script(vendor, edit=SEE_ENV + EDIT_FROZEN), port=0, api_key=key, failures=2
     )
     env = {k: v for k, v in os.environ.items() if k != client.key_env}
-    try:
-        with endpoint:
-            env.update({client.key_env: key, client.base_url_env: endpoint.url + base_path})
-            started = time.monotonic()
-            result = _runner(
-                [
-                    "arm=solo", f"agent={agent}", f"agent.network={name}",
-                    "budget.minutes=0.5", "budget.drain_minutes=0.3", "judge.preflight=skip",
-                    "confirm.runs=0", "confirm.baseline_runs=0", "progress_every_s=0",
-                    f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}",
-                ],
-                env,
-                timeout=300,
-            )  # fmt: skip
-            seconds = time.monotonic() - started
-    finally:
-        docker_client.networks.get(name).remove()
+    with endpoint:
+        env.update({client.key_env: key, client.base_url_env: endpoint.url + base_path})
+        started = time.monotonic()
+        result = _runner(
+            [
+                "arm=solo", f"agent={agent}",
+                "budget.minutes=0.75", "budget.drain_minutes=0.3", "judge.preflight=skip",
+                "confirm.runs=0", "confirm.baseline_runs=0", "progress_every_s=0",
+                f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}",
+            ],
+            env,
+            timeout=300,
+        )  # fmt: skip
+        seconds = time.monotonic() - started
     report = f"exit {result.returncode} after {seconds:.0f}s\n{result.stderr[-3000:]}"
     assert result.returncode == 0, report
     events = EventLog(run_dir / "events.sqlite")
@@ -174,9 +178,34 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     assert prompt["role"] == "worker" and prompt["solo"] is True and len(prompt["sha256"]) == 64
     assert meta["client"]["version"] == client.version and meta["agent_kind"] == agent
 
-    # The key travelled in the container's environment only.
+    # The key never entered the container: the agent saw a seat token and the proxy's URL,
+    # and the proxy put the key on every call (the endpoint saw it each time).
+    seen = (run_dir / "arms/solo/agents/w1/notes/seen-env.txt").read_text()
+    assert f"{client.key_env}={TOKEN_PREFIX}" in seen and key not in seen, report
+    assert f"{client.base_url_env}=http://" in seen and endpoint.url not in seen, report
+    assert all(r.authorized for r in endpoint.requests), report
     assert _files_holding(run_dir, key.encode()) == [], report
-    assert seconds < 150, report
+    assert meta["proxy"]["calls"] >= len(endpoint.requests) and not meta["proxy"]["record_errors"]
+    assert "network_error" not in meta["proxy"], meta["proxy"]
+    assert not docker_client.networks.list(names=[meta["proxy"]["network"]])
+
+    # Every call the endpoint saw came through the proxy and is in model_calls, with the seat.
+    # The two rate-limited calls are failures, and the seat's lost time is from the first of
+    # them to the next answered call, as the endpoint's own clock saw it.
+    calls = events.table("model_calls")
+    assert {(c["arm"], c["agent"]) for c in calls} == {("solo", "w1")}, calls
+    answered = sorted(c["upstream_status"] for c in calls if c["upstream_status"] is not None)
+    assert answered == sorted(r.status for r in endpoint.requests), (calls, endpoint.requests)
+    outage = seat_outages(calls)[("solo", "w1")]
+    assert outage.statuses == {"429": 2} and outage.outages == 1, (outage, report)
+    limited = [r for r in endpoint.requests if r.status == 429]
+    recovered = next(r for r in endpoint.requests if r.at > limited[-1].at and r.status < 400)
+    assert outage.lost_s == pytest.approx(recovered.at - limited[0].at, abs=0.5), (outage, report)
+    assert outage.lost_s >= 1.0  # the CLI honoured Retry-After: 1 (or waited longer)
+    (row,) = list(csv.DictReader((run_dir / "summary.csv").open()))
+    assert int(row["model_call_failures"]) == 2
+    assert float(row["model_lost_s"]) == pytest.approx(outage.lost_s, abs=0.05)
+    assert seconds < 180, report
 
 
 def test_a_missing_key_is_one_line_and_exit_2_before_anything_starts(tmp_path):

@@ -1,4 +1,4 @@
-"""The model relay (``runner.model_relay``) in front of real local endpoints speaking the
+"""The model proxy (``runner.model_proxy``) in front of real local endpoints speaking the
 vendors' protocols (``agents.endpoints``), and the outages computed from what it recorded
 (``analysis.model_calls``). Real sockets, real HTTP; no container needed."""
 
@@ -16,15 +16,15 @@ import pytest
 from agents.endpoints import ENDPOINTS, session_script
 from analysis.model_calls import failed, seat_outages
 from runner.events import EventLog
-from runner.model_relay import TOKEN_PREFIX, ModelCall, ModelRelay
+from runner.model_proxy import TOKEN_PREFIX, ModelCall, ModelProxy
 
 KEY = "sk-real-vendor-key-0123456789"
 
 
 def _post(
-    relay: ModelRelay, path: str, body: dict[str, Any], headers: dict[str, str]
+    proxy: ModelProxy, path: str, body: dict[str, Any], headers: dict[str, str]
 ) -> tuple[int, dict[str, str], bytes]:
-    host, port = relay.address
+    host, port = proxy.address
     conn = http.client.HTTPConnection(host, port, timeout=30)
     try:
         headers = {"content-type": "application/json", **headers}
@@ -52,10 +52,10 @@ def anthropic():
 
 def test_a_seat_token_is_swapped_for_the_key_and_the_call_is_recorded(anthropic, tmp_path):
     events = EventLog(tmp_path / "events.sqlite")
-    with ModelRelay(anthropic.url, KEY, "x-api-key", record=events.add_model_call) as relay:
-        token = relay.add_seat("swarm", "w1")
+    with ModelProxy(anthropic.url, KEY, "x-api-key", record=events.add_model_call) as proxy:
+        token = proxy.add_seat("swarm", "w1")
         assert token.startswith(TOKEN_PREFIX) and KEY not in token
-        status, _, body = _post(relay, "/v1/messages", _anthropic_call(), {"x-api-key": token})
+        status, _, body = _post(proxy, "/v1/messages", _anthropic_call(), {"x-api-key": token})
     assert status == 200, body
     assert b"message_stop" in body  # the whole stream came through
     assert [r.authorized for r in anthropic.requests] == [True]
@@ -71,30 +71,30 @@ def test_a_seat_token_is_swapped_for_the_key_and_the_call_is_recorded(anthropic,
 
 
 def test_without_a_seat_token_nothing_reaches_the_vendor(anthropic):
-    with ModelRelay(anthropic.url, KEY, "x-api-key") as relay:
-        relay.add_seat("swarm", "w1")
+    with ModelProxy(anthropic.url, KEY, "x-api-key") as proxy:
+        proxy.add_seat("swarm", "w1")
         for headers in ({}, {"x-api-key": KEY}, {"x-api-key": TOKEN_PREFIX + "0" * 48}):
-            status, _, body = _post(relay, "/v1/messages", _anthropic_call(), headers)
+            status, _, body = _post(proxy, "/v1/messages", _anthropic_call(), headers)
             assert status == 401, body
             assert KEY.encode() not in body
     assert anthropic.requests == []
-    assert [c.status for c in relay.calls] == [401, 401, 401]
-    assert all(c.arm == "" and c.upstream_status is None for c in relay.calls)
-    assert seat_outages([c.__dict__ for c in relay.calls]) == {}  # no seat, no outage
+    assert [c.status for c in proxy.calls] == [401, 401, 401]
+    assert all(c.arm == "" and c.upstream_status is None for c in proxy.calls)
+    assert seat_outages([c.__dict__ for c in proxy.calls]) == {}  # no seat, no outage
 
 
 def test_only_the_vendors_api_path_is_forwarded_and_upgrades_are_refused():
     endpoint = ENDPOINTS["openai"](session_script("openai"), api_key=KEY)
-    with endpoint, ModelRelay(endpoint.url + "/v1", KEY) as relay:
-        token = relay.add_seat("solo", "w1")
+    with endpoint, ModelProxy(endpoint.url + "/v1", KEY) as proxy:
+        token = proxy.add_seat("solo", "w1")
         auth = {"authorization": f"Bearer {token}"}
-        assert relay.base_url.endswith("/v1")
-        assert _post(relay, "/admin/keys", {}, auth)[0] == 404
-        assert _post(relay, "/v1x/responses", {}, auth)[0] == 404
+        assert proxy.base_url.endswith("/v1")
+        assert _post(proxy, "/admin/keys", {}, auth)[0] == 404
+        assert _post(proxy, "/v1x/responses", {}, auth)[0] == 404
         upgrade = {**auth, "connection": "Upgrade", "upgrade": "websocket"}
-        assert _post(relay, "/v1/responses", {}, upgrade)[0] == 426
+        assert _post(proxy, "/v1/responses", {}, upgrade)[0] == 426
         # An absolute-form target names another host: only its path is used, upstream.
-        host, port = relay.address
+        host, port = proxy.address
         conn = http.client.HTTPConnection(host, port, timeout=30)
         conn.request("GET", "http://evil.example/v1/models", headers=auth)
         assert conn.getresponse().status == 200
@@ -105,10 +105,10 @@ def test_only_the_vendors_api_path_is_forwarded_and_upgrades_are_refused():
 
 def test_a_key_in_the_url_is_a_seat_token_and_never_forwarded():
     endpoint = ENDPOINTS["gemini"](session_script("gemini"), api_key=KEY)
-    with endpoint, ModelRelay(endpoint.url, KEY, "x-goog-api-key") as relay:
-        token = relay.add_seat("solo", "w1")
+    with endpoint, ModelProxy(endpoint.url, KEY, "x-goog-api-key") as proxy:
+        token = proxy.add_seat("solo", "w1")
         status, _, body = _post(
-            relay,
+            proxy,
             f"/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse&key={token}",
             {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
             {},
@@ -146,13 +146,13 @@ def test_a_stream_is_passed_on_as_it_arrives_not_when_it_ends():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowStream)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with ModelRelay(f"http://127.0.0.1:{server.server_address[1]}", KEY) as relay:
-            token = relay.add_seat("solo", "w1")
-            host, port = relay.address
+        with ModelProxy(f"http://127.0.0.1:{server.server_address[1]}", KEY) as proxy:
+            token = proxy.add_seat("solo", "w1")
+            host, port = proxy.address
             conn = http.client.HTTPConnection(host, port, timeout=15)
             conn.request("POST", "/stream", b"{}", {"authorization": f"Bearer {token}"})
             response = conn.getresponse()
-            # The upstream holds its last event back until we have the first: a relay that
+            # The upstream holds its last event back until we have the first: a proxy that
             # buffered the stream would time out here.
             first = response.read1(1024)
             assert first == b"data: first\n\n"
@@ -171,11 +171,11 @@ def _closed_port() -> int:
 
 
 def test_an_unreachable_vendor_is_a_502_and_a_recorded_failure():
-    with ModelRelay(f"http://127.0.0.1:{_closed_port()}", KEY, "x-api-key") as relay:
-        token = relay.add_seat("solo", "w1")
-        status, _, body = _post(relay, "/v1/messages", _anthropic_call(), {"x-api-key": token})
+    with ModelProxy(f"http://127.0.0.1:{_closed_port()}", KEY, "x-api-key") as proxy:
+        token = proxy.add_seat("solo", "w1")
+        status, _, body = _post(proxy, "/v1/messages", _anthropic_call(), {"x-api-key": token})
     assert status == 502 and b"vendor unreachable" in body
-    (call,) = relay.calls
+    (call,) = proxy.calls
     assert call.upstream_status is None and failed(call.__dict__)
     outage = seat_outages([call.__dict__])[("solo", "w1")]
     assert outage.failed == 1 and outage.statuses == {"unreachable": 1} and outage.open_at_end
@@ -186,14 +186,14 @@ def test_rate_limits_are_passed_on_and_the_time_until_recovery_is_lost(vendor, s
     endpoint = ENDPOINTS[vendor](
         session_script(vendor), api_key=KEY, failures=2, failure_status=status, retry_after="3"
     )
-    with endpoint, ModelRelay(endpoint.url, KEY, "x-api-key") as relay:
-        token = relay.add_seat("solo", "w1")
+    with endpoint, ModelProxy(endpoint.url, KEY, "x-api-key") as proxy:
+        token = proxy.add_seat("solo", "w1")
         auth = {"x-api-key": token}
-        seen = [_post(relay, "/v1/messages", _anthropic_call(), auth) for _ in "abc"]
+        seen = [_post(proxy, "/v1/messages", _anthropic_call(), auth) for _ in "abc"]
     assert [s for s, _, _ in seen] == [status, status, 200]
     assert seen[0][1].get("Retry-After") == "3"
     assert json.loads(seen[0][2])["type"] == "error"
-    calls = [c.__dict__ for c in relay.calls]
+    calls = [c.__dict__ for c in proxy.calls]
     assert [c["retry_after"] for c in calls] == ["3", "3", ""]
     outage = seat_outages(calls)[("solo", "w1")]
     assert (outage.calls, outage.failed, outage.outages) == (3, 2, 1)
@@ -228,6 +228,6 @@ def test_outages_open_on_a_failure_and_close_on_the_next_answered_call():
 
 def test_a_refusal_by_the_relay_does_not_end_an_outage():
     calls = [_call(0, 429), _call(1, None, error=""), _call(5, 200)]
-    calls[1]["status"] = 426  # refused by the relay: never reached the vendor
+    calls[1]["status"] = 426  # refused by the proxy: never reached the vendor
     outage = seat_outages(calls)[("a", "s")]
     assert outage.failed == 1 and outage.lost_s == pytest.approx(5)

@@ -1,10 +1,10 @@
-"""The model relay: a real seat's only way to its vendor's API.
+"""The model proxy: a real seat's only way to its vendor's API.
 
 A seat of a vendor's CLI runs on an internal Docker network of its run (no route out, and
-containers on it cannot reach each other). The relay listens on that network's gateway (the
+containers on it cannot reach each other). The proxy listens on that network's gateway (the
 host) and forwards each request to the vendor's API, so the seat reaches the model and nothing
 else. It is also where the key lives: the container gets a **seat token** in the key's place
-(``sk-swarmlab-seat-...``, one per seat), and the relay swaps it for the real key on the way
+(``sk-swarmlab-seat-...``, one per seat), and the proxy swaps it for the real key on the way
 out. The key never enters a container, a command line or a file of the run; a request without a
 known seat token is refused (401) and never reaches the vendor.
 
@@ -13,11 +13,11 @@ when it started, when the first byte came back, when it ended, bytes each way, `
 into the run's ``model_calls`` table. That is how an endpoint that errors or rate-limits shows
 in the results whatever the CLI says about it: the CLIs retry on their own, and some announce
 it (Claude Code), some partly (Codex: no delays), some not at all (Gemini CLI), but every retry
-is a request through the relay. :func:`analysis.model_calls.seat_outages` turns the calls into
+is a request through the proxy. :func:`analysis.model_calls.seat_outages` turns the calls into
 the time each seat lost.
 
 Responses are streamed through as they arrive (server-sent events chunk by chunk), never
-buffered. The relay forwards only paths under the vendor base URL's path (``/v1`` for OpenAI),
+buffered. The proxy forwards only paths under the vendor base URL's path (``/v1`` for OpenAI),
 refuses websocket upgrades (426: the CLIs fall back to HTTP streaming) and asks the vendor for
 unencoded bodies. One upstream connection per request (a TLS handshake each: ~0.1 s against
 calls of seconds).
@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 TOKEN_PREFIX = "sk-swarmlab-seat-"
 # Headers that belong to one connection (RFC 9110 7.6.1) or carry a caller's credentials: never
-# forwarded. The vendor's own auth header is set by the relay.
+# forwarded. The vendor's own auth header is set by the proxy.
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -61,7 +61,7 @@ READ_SIZE = 64 * 1024
 
 @dataclass
 class ModelCall:
-    """One request a seat made through the relay.
+    """One request a seat made through the proxy.
 
     ``status`` is what the seat got back; ``upstream_status`` what the vendor answered (None
     when no answer came: ``error`` says why). ``first_byte_at`` is when the vendor's response
@@ -90,7 +90,7 @@ class Seat:
 
 
 @dataclass
-class ModelRelay:
+class ModelProxy:
     """Forwards seats' requests to ``upstream`` (the vendor's base URL, e.g.
     ``https://api.openai.com/v1``) with the real ``key`` in ``auth_header``.
 
@@ -119,9 +119,9 @@ class ModelRelay:
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"model relay: upstream {self.upstream!r} is not an http(s) URL")
+            raise ValueError(f"model proxy: upstream {self.upstream!r} is not an http(s) URL")
         if not self.key:
-            raise ValueError("model relay: no key to forward with")
+            raise ValueError("model proxy: no key to forward with")
         self._scheme = parts.scheme
         self._upstream_host = parts.hostname
         self._upstream_port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -167,10 +167,10 @@ class ModelRelay:
         host, port = self.address
         return f"http://{host}:{port}{self.base_path}"
 
-    def start(self) -> ModelRelay:
+    def start(self) -> ModelProxy:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._server.serve_forever, name="model-relay", daemon=True
+                target=self._server.serve_forever, name="model-proxy", daemon=True
             )
             self._thread.start()
         return self
@@ -182,7 +182,7 @@ class ModelRelay:
             self._thread = None
         self._server.server_close()
 
-    def __enter__(self) -> ModelRelay:
+    def __enter__(self) -> ModelProxy:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -222,11 +222,11 @@ class ModelRelay:
         )
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        relay = self
+        proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            server_version = "swarmlab-model-relay"
+            server_version = "swarmlab-model-proxy"
 
             def log_message(self, format: str, *args: Any) -> None:  # recorded as ModelCalls
                 pass
@@ -248,7 +248,7 @@ class ModelRelay:
             def _refuse(self, call: ModelCall, status: int, message: str) -> None:
                 call.status, call.error = status, message
                 data = json.dumps(
-                    {"error": {"type": "swarmlab_relay", "message": message}}
+                    {"error": {"type": "swarmlab_proxy", "message": message}}
                 ).encode()
                 try:
                     self.send_response(status)
@@ -258,13 +258,13 @@ class ModelRelay:
                     self.wfile.write(data)
                 except OSError:
                     pass
-                relay._finish(call)
+                proxy._finish(call)
 
-            def _relay(self) -> None:
+            def _forward(self) -> None:
                 parts = urlsplit(self.path)
                 query = parse_qsl(parts.query, keep_blank_values=True)
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                seat = relay.seat_for(headers, query)
+                seat = proxy.seat_for(headers, query)
                 call = ModelCall(
                     seat.arm if seat else "",
                     seat.agent if seat else "",
@@ -275,24 +275,24 @@ class ModelRelay:
                 body = self._body()
                 call.bytes_up = len(body)
                 if seat is None:
-                    self._refuse(call, 401, "no seat token: the relay forwards seats' calls only")
+                    self._refuse(call, 401, "no seat token: the proxy forwards seats' calls only")
                     return
-                under = relay.base_path
+                under = proxy.base_path
                 if not parts.path.startswith("/") or (
                     under and parts.path != under and not parts.path.startswith(under + "/")
                 ):
                     self._refuse(call, 404, f"{parts.path}: outside the model API ({under}/...)")
                     return
                 if headers.get("upgrade"):
-                    self._refuse(call, 426, "no protocol upgrade through the relay: use HTTP")
+                    self._refuse(call, 426, "no protocol upgrade through the proxy: use HTTP")
                     return
                 query = [(k, v) for k, v in query if k != "key"]  # a key in the URL: the token
                 target = parts.path + (f"?{urlencode(query)}" if query else "")
-                conn = relay._connect()
+                conn = proxy._connect()
                 try:
                     try:
                         conn.request(
-                            self.command, target, body or None, relay._upstream_headers(headers)
+                            self.command, target, body or None, proxy._upstream_headers(headers)
                         )
                         response = conn.getresponse()
                     except (OSError, http.client.HTTPException) as exc:
@@ -304,7 +304,7 @@ class ModelRelay:
                     self._pass_back(call, response)
                 finally:
                     conn.close()
-                relay._finish(call)
+                proxy._finish(call)
 
             def _pass_back(self, call: ModelCall, response: http.client.HTTPResponse) -> None:
                 length = response.getheader("content-length")
@@ -352,6 +352,6 @@ class ModelRelay:
                         call.error = f"seat went away: {type(exc).__name__}"
                         self.close_connection = True
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
         return Handler
