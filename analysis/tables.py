@@ -42,7 +42,17 @@ Tables and columns:
     token_records, output_tokens, token_cost_per_gain (output tokens per tok/s over
     ``baseline_tok_s``; empty without token records, inf without gain), relays (PASSes that first
     took up another agent's PASS, from the submission repository's ancestry; empty without a
-    repository).
+    repository), model_calls, model_call_failures and model_lost_s (the arm's seats' calls
+    through the model proxy, the failed ones, and the seconds its seats lost to outages, summed
+    over seats, per ``analysis.model_calls.seat_outages``; empty when the run used no proxy).
+``model_calls`` (by run_id, call_id): run_id, seed, arm, agent, role, agent_kind, scripted,
+    call_id, method, path, status (what the seat got back), upstream_status (what the vendor
+    answered; empty when it never did), error, failed (the endpoint's failure: 408, 409, 425,
+    429, 5xx, unreachable or a broken stream, per ``analysis.model_calls.failed``), started_at,
+    first_byte_at, finished_at, t_start_s, t_end_s, duration_s (``finished_at - started_at``),
+    bytes_up, bytes_down, retry_after: every HTTP call a seat made through the model proxy
+    (``runner.model_proxy``); a call without a seat token has an empty arm and agent. Empty for
+    a run without the proxy (its event log may have no ``model_calls`` table at all).
 ``relays`` (by run_id, arm, to_job, from_job; see ``analysis._git``): run_id, seed, arm, to_job,
     to_agent, to_commit, to_tok_s, to_t_end_s, from_job, from_agent, from_commit, from_tok_s,
     from_t_end_s, to_agent_kind, from_agent_kind: a PASS and the other agent's PASS it first built
@@ -78,6 +88,7 @@ import yaml
 
 from analysis import formulas
 from analysis._git import PSEUDO_AGENTS
+from analysis.model_calls import SeatOutage, failed, seat_outages
 
 __all__ = [
     "COLUMNS",
@@ -97,7 +108,7 @@ __all__ = [
     "write_tables",
 ]
 
-TABLES = ("evaluations", "submissions", "messages", "tokens", "lifecycle", "arms")
+TABLES = ("evaluations", "submissions", "messages", "tokens", "lifecycle", "model_calls", "arms")
 
 _AGENT = ["role", "agent_kind", "scripted"]
 
@@ -149,7 +160,13 @@ COLUMNS: dict[str, list[str]] = {
         "confirmed_tok_s confirmed_x_baseline confirm_verdicts judge_noise_x_sd "
         "baseline_tok_s judge_evaluations judge_seconds seconds_per_evaluation "
         "full_evaluation_s judge_capacity judge_utilisation mean_queue_wait_s messages restarts "
-        "exits token_records output_tokens token_cost_per_gain relays"
+        "exits token_records output_tokens token_cost_per_gain relays model_calls "
+        "model_call_failures model_lost_s"
+    ),
+    "model_calls": _names(
+        "run_id seed arm agent role agent_kind scripted call_id method path status "
+        "upstream_status error failed started_at first_byte_at finished_at t_start_s t_end_s "
+        "duration_s bytes_up bytes_down retry_after"
     ),
 }
 
@@ -159,6 +176,7 @@ _SORT = {
     "messages": ["run_id", "message_id"],
     "tokens": ["run_id", "token_id"],
     "lifecycle": ["run_id", "event_id"],
+    "model_calls": ["run_id", "call_id"],
     "relays": ["run_id", "arm", "to_job", "from_job"],
 }
 
@@ -195,6 +213,18 @@ _SQL = {
             json_extract(detail, '$.reason') AS reason, json_extract(detail, '$.code') AS code,
             json_extract(detail, '$.restarts') AS restarts, detail
         FROM lifecycle ORDER BY id""",
+    "model_calls": """
+        SELECT arm, agent, id AS call_id, method, path, status, upstream_status, error,
+            started_at, first_byte_at, finished_at, bytes_up, bytes_down, retry_after
+        FROM model_calls ORDER BY id""",
+}
+# Tables an older event log may lack (written before the model proxy existed): read as empty,
+# with these columns.
+_OPTIONAL = {
+    "model_calls": _names(
+        "arm agent call_id method path status upstream_status error started_at first_byte_at "
+        "finished_at bytes_up bytes_down retry_after"
+    ),
 }
 
 #: From this many rows on, two processes read the event log (see ``_read_all``).
@@ -244,6 +274,11 @@ class RunInfo:
         return self.status == "finished"
 
     @property
+    def proxied(self) -> bool:
+        """True when the seats reached their model through the run's model proxy."""
+        return bool((self.meta.get("client") or {}).get("proxy"))
+
+    @property
     def run_seconds(self) -> float:
         """The agents' part of the run: start to the re-judging (or to the end)."""
         end = self.rechecks_at if self.rechecks_at is not None else self.end_at
@@ -271,7 +306,7 @@ class RunInfo:
 
 @dataclass
 class Tables:
-    """The six tidy tables of one run or a whole sweep, with each run's facts."""
+    """The seven tidy tables of one run or a whole sweep, with each run's facts."""
 
     runs: list[RunInfo]
     evaluations: pd.DataFrame
@@ -279,6 +314,7 @@ class Tables:
     messages: pd.DataFrame
     tokens: pd.DataFrame
     lifecycle: pd.DataFrame
+    model_calls: pd.DataFrame
     arms: pd.DataFrame
     # One row per relay (see ``analysis._git``); empty when git was not asked or found nothing.
     relays: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -447,24 +483,33 @@ _NUMERIC = set(
         "at enqueued_at started_at finished_at queue_wait_s tok_s baseline_tok_s x_baseline "
         "b1_ratio flag_tokens_correct near_tie b1_unresolved attempts job_id submission_id "
         "message_id token_id event_id input cache_read cache_write output reasoning "
-        "cost_estimate code restarts"
+        "cost_estimate code restarts call_id status upstream_status first_byte_at bytes_up "
+        "bytes_down"
     )
 )
 
 
-def _read(db: sqlite3.Connection, name: str) -> pd.DataFrame:
-    cursor = db.execute(_SQL[name])
-    names = [d[0] for d in cursor.description]
-    df = pd.DataFrame.from_records(cursor.fetchall(), columns=names)
-    for col in names:
+def _numeric(df: pd.DataFrame) -> pd.DataFrame:
+    for col in df.columns:
         if col in _NUMERIC and df[col].dtype == object:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     return df
 
 
+def _read(db: sqlite3.Connection, name: str) -> pd.DataFrame:
+    cursor = db.execute(_SQL[name])
+    names = [d[0] for d in cursor.description]
+    return _numeric(pd.DataFrame.from_records(cursor.fetchall(), columns=names))
+
+
 def _read_some(db_path: Path, names: list[str]) -> dict[str, pd.DataFrame]:
     with _read_only(db_path) as db:
         return {name: _read(db, name) for name in names}
+
+
+def _missing(names: list[str]) -> dict[str, pd.DataFrame]:
+    """Empty frames for the optional tables an event log lacks."""
+    return {name: _numeric(pd.DataFrame(columns=_OPTIONAL[name])) for name in names}
 
 
 def _read_all(db_path: Path) -> dict[str, pd.DataFrame]:
@@ -474,10 +519,16 @@ def _read_all(db_path: Path) -> dict[str, pd.DataFrame]:
     do not help; a forked helper reads about half the rows while this process reads the rest.
     """
     with _read_only(db_path) as db:
-        sizes = {n: db.execute(f"SELECT count(*) FROM {n}").fetchone()[0] for n in _SQL}
+        present = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        absent = [n for n in _OPTIONAL if n not in present]
+        sizes = {
+            n: db.execute(f"SELECT count(*) FROM {n}").fetchone()[0]
+            for n in _SQL
+            if n not in absent
+        }
     context = _fork_context()
     if sum(sizes.values()) < PARALLEL_ROWS or context is None:
-        return _read_some(db_path, list(_SQL))
+        return {**_read_some(db_path, list(sizes)), **_missing(absent)}
     mine: list[str] = []
     theirs: list[str] = []
     for name in sorted(sizes, key=lambda n: -sizes[n]):  # greedy: the lighter share gets it
@@ -489,8 +540,8 @@ def _read_all(db_path: Path) -> dict[str, pd.DataFrame]:
             frames = _read_some(db_path, mine)
             frames.update(helper.result())
     except (OSError, BrokenProcessPool):
-        return _read_some(db_path, list(_SQL))
-    return frames
+        frames = _read_some(db_path, list(sizes))
+    return {**frames, **_missing(absent)}
 
 
 def _fork_context() -> multiprocessing.context.BaseContext | None:
@@ -583,6 +634,20 @@ def _lifecycle(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     return df[COLUMNS["lifecycle"]]
 
 
+def _model_calls(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
+    df = _with_agents(raw, info)
+    # The rule itself (analysis.model_calls.failed), row by row: calls are few.
+    df["failed"] = np.array([failed(call) for call in raw.to_dict("records")], dtype=bool)
+    df["t_start_s"] = df["started_at"] - info.started_at
+    df["t_end_s"] = df["finished_at"] - info.started_at
+    df["duration_s"] = df["finished_at"] - df["started_at"]
+    for col in ("call_id", "status", "upstream_status", "bytes_up", "bytes_down"):
+        df[col] = df[col].astype("Int64")
+    for col in ("method", "path", "error", "retry_after"):
+        df[col] = df[col].astype("str")  # typed even when empty
+    return df[COLUMNS["model_calls"]]
+
+
 def _median(values: pd.Series) -> float | None:
     values = values.dropna()
     return float(values.median()) if len(values) else None
@@ -596,6 +661,7 @@ def _arms(
     tokens: pd.DataFrame,
     lifecycle: pd.DataFrame,
     relays: dict[str, int] | None,
+    outages: dict[tuple[str, str], SeatOutage] | None = None,
 ) -> pd.DataFrame:
     baseline = _median(evaluations["baseline_tok_s"])
     run_seconds = info.run_seconds
@@ -653,6 +719,7 @@ def _arms(
         if output_tokens is not None and best is not None and baseline is not None:
             cost = formulas.token_cost_per_gain(output_tokens, float(best["tok_s"]), baseline)
         kinds = sorted({s.agent_kind for s in seats}) or [info.agent_kind]
+        endpoint = [o for (a, _), o in (outages or {}).items() if a == arm]
         rows.append(
             {
                 "run_id": info.run_id,
@@ -702,15 +769,23 @@ def _arms(
                 "output_tokens": output_tokens,
                 "token_cost_per_gain": cost,
                 "relays": (relays or {}).get(arm) if relays is not None else None,
+                "model_calls": sum(o.calls for o in endpoint) if outages is not None else None,
+                "model_call_failures": sum(o.failed for o in endpoint)
+                if outages is not None
+                else None,
+                "model_lost_s": round(sum(o.lost_s for o in endpoint), 3)
+                if outages is not None
+                else None,
             }
         )
     df = pd.DataFrame(rows, columns=COLUMNS["arms"])
-    for col in ("seed", "output_tokens", "relays"):
+    for col in ("seed", "output_tokens", "relays", "model_calls", "model_call_failures"):
         df[col] = df[col].astype("Int64")
     floats = _names(
         "best_tok_s best_x_baseline time_to_best_s baseline_tok_s confirmed_tok_s "
         "confirmed_x_baseline judge_noise_x_sd seconds_per_evaluation full_evaluation_s "
-        "judge_capacity judge_utilisation mean_queue_wait_s token_cost_per_gain budget_minutes"
+        "judge_capacity judge_utilisation mean_queue_wait_s token_cost_per_gain budget_minutes "
+        "model_lost_s"
     )
     for col in floats:
         df[col] = df[col].astype(float)
@@ -718,7 +793,7 @@ def _arms(
 
 
 def load_run(run_dir: Path, *, git: bool = True) -> Tables:
-    """Build the six tables of one run from its directory alone.
+    """Build the seven tables of one run from its directory alone.
 
     Args:
         run_dir: A run directory (holds ``events.sqlite``).
@@ -735,6 +810,9 @@ def load_run(run_dir: Path, *, git: bool = True) -> Tables:
     messages = _messages(raw["messages"], info)
     tokens = _tokens(raw["tokens"], info)
     lifecycle = _lifecycle(raw["lifecycle"], info)
+    model_calls = _model_calls(raw["model_calls"], info)
+    # Outages only where the seats went through the proxy (as runner/summary.py counts them).
+    outages = seat_outages(raw["model_calls"].to_dict("records")) if info.proxied else None
     from analysis._git import RELAY_COLUMNS, relay_table
 
     relays = None
@@ -757,7 +835,7 @@ def load_run(run_dir: Path, *, git: bool = True) -> Tables:
             kinds.get(key, "unknown")
             for key in zip(edges["arm"], edges[f"{side}_agent"], strict=True)
         ]
-    arms = _arms(info, evaluations, submissions, messages, tokens, lifecycle, relays)
+    arms = _arms(info, evaluations, submissions, messages, tokens, lifecycle, relays, outages)
     return Tables(
         relays=edges,
         runs=[info],
@@ -766,6 +844,7 @@ def load_run(run_dir: Path, *, git: bool = True) -> Tables:
         messages=messages,
         tokens=tokens,
         lifecycle=lifecycle,
+        model_calls=model_calls,
         arms=arms,
     )
 

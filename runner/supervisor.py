@@ -13,9 +13,11 @@ model that stops at once) is restarted after a pause that doubles each time, up 
 without holding up the rest of the run. Each start's output
 (the CLI's JSON event stream) is kept in ``arms/<arm>/agents/<seat>/output/``; the retries it
 reports (Claude Code's ``api_retry`` events, Codex's "Reconnecting" errors) become an
-``api_retries`` event. The CLI's token usage is read from its session records into the
-``tokens`` table every :attr:`Supervisor.tokens_every_s` and once more after the agents stop,
-replacing the agent's rows each time.
+``api_retries`` event. (Every retry, announced or not, is also a call through the model proxy:
+``runner.model_proxy``, which is what the lost time is computed from.) The CLI's token usage
+is read from its session records into the ``tokens`` table every
+:attr:`Supervisor.tokens_every_s` and once more after the agents stop, replacing the agent's
+rows each time.
 """
 
 from __future__ import annotations
