@@ -48,7 +48,9 @@ CREATE TABLE IF NOT EXISTS model_calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, arm TEXT NOT NULL, agent TEXT NOT NULL,
     method TEXT NOT NULL, path TEXT NOT NULL, status INTEGER NOT NULL, upstream_status INTEGER,
     error TEXT NOT NULL, started_at REAL NOT NULL, first_byte_at REAL, finished_at REAL NOT NULL,
-    bytes_up INTEGER NOT NULL, bytes_down INTEGER NOT NULL, retry_after TEXT NOT NULL
+    bytes_up INTEGER NOT NULL, bytes_down INTEGER NOT NULL, retry_after TEXT NOT NULL,
+    model TEXT NOT NULL DEFAULT '', input INTEGER, cache_read INTEGER, cache_write INTEGER,
+    output INTEGER, reasoning INTEGER
 );
 """
 
@@ -76,6 +78,11 @@ class EventLog:
             columns = {row[1] for row in db.execute("PRAGMA table_info(tokens)")}
             if "requests" not in columns:  # distinct API calls the record counts (or NULL)
                 db.execute("ALTER TABLE tokens ADD COLUMN requests INTEGER")
+            columns = {row[1] for row in db.execute("PRAGMA table_info(model_calls)")}
+            if "model" not in columns:  # model calls recorded before their usage was read
+                db.execute("ALTER TABLE model_calls ADD COLUMN model TEXT NOT NULL DEFAULT ''")
+                for name in ("input", "cache_read", "cache_write", "output", "reasoning"):
+                    db.execute(f"ALTER TABLE model_calls ADD COLUMN {name} INTEGER")
 
     def connect(self) -> AbstractContextManager[sqlite3.Connection]:
         return connect_wal(self.path)
@@ -271,7 +278,8 @@ class EventLog:
             db.execute(
                 "INSERT INTO model_calls (arm, agent, method, path, status, upstream_status,"
                 " error, started_at, first_byte_at, finished_at, bytes_up, bytes_down,"
-                " retry_after) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " retry_after, model, input, cache_read, cache_write, output, reasoning)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     call.arm,
                     call.agent,
@@ -286,6 +294,12 @@ class EventLog:
                     call.bytes_up,
                     call.bytes_down,
                     call.retry_after,
+                    call.model,
+                    call.input,
+                    call.cache_read,
+                    call.cache_write,
+                    call.output,
+                    call.reasoning,
                 ),
             )
 

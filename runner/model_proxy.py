@@ -9,8 +9,9 @@ out. The key never enters a container, a command line or a file of the run; a re
 known seat token is refused (401) and never reaches the vendor.
 
 Every request is recorded as a :class:`ModelCall` (seat, path, status, the vendor's status,
-when it started, when the first byte came back, when it ended, bytes each way, ``Retry-After``),
-into the run's ``model_calls`` table. That is how an endpoint that errors or rate-limits shows
+when it started, when the first byte came back, when it ended, bytes each way, ``Retry-After``,
+and the tokens the vendor's response reported: :mod:`analysis.wire_usage`) into the run's
+``model_calls`` table. That is how an endpoint that errors or rate-limits shows
 in the results whatever the CLI says about it: the CLIs retry on their own, and some announce
 it (Claude Code), some partly (Codex: no delays), some not at all (Gemini CLI), but every retry
 is a request through the proxy. :func:`analysis.model_calls.seat_outages` turns the calls into
@@ -37,6 +38,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from analysis.wire_usage import wire_usage
+
 TOKEN_PREFIX = "sk-swarmlab-seat-"
 # Headers that belong to one connection (RFC 9110 7.6.1) or carry a caller's credentials: never
 # forwarded. The vendor's own auth header is set by the proxy.
@@ -57,6 +60,9 @@ HOP_BY_HOP = frozenset(
 )
 CREDENTIALS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"})
 READ_SIZE = 64 * 1024
+# A response body is kept (to read its usage) up to this size; a longer one is passed on whole
+# but its usage is not read.
+KEEP_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -81,6 +87,24 @@ class ModelCall:
     bytes_up: int = 0
     bytes_down: int = 0
     retry_after: str = ""
+    # The usage the vendor reported in the response (analysis.wire_usage), None without one.
+    model: str = ""
+    input: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    output: int | None = None
+    reasoning: int | None = None
+
+    def set_usage(self, body: bytes, content_type: str) -> None:
+        usage = wire_usage(body, content_type)
+        if usage is not None:
+            self.model = usage.model
+            self.input, self.cache_read, self.cache_write = (
+                usage.input,
+                usage.cache_read,
+                usage.cache_write,
+            )
+            self.output, self.reasoning = usage.output, usage.reasoning
 
 
 @dataclass(frozen=True)
@@ -324,6 +348,7 @@ class ModelProxy:
                     call.error = f"seat went away: {type(exc).__name__}"
                     self.close_connection = True
                     return
+                kept = bytearray()
                 while True:
                     try:
                         data = response.read1(READ_SIZE)
@@ -334,6 +359,8 @@ class ModelProxy:
                     if not data:
                         break
                     call.bytes_down += len(data)
+                    if len(kept) + len(data) <= KEEP_BYTES:
+                        kept += data
                     try:
                         if chunked:
                             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -344,6 +371,8 @@ class ModelProxy:
                         call.error = f"seat went away: {type(exc).__name__}"
                         self.close_connection = True
                         return
+                if call.bytes_down == len(kept):  # the whole body: what did the vendor count?
+                    call.set_usage(bytes(kept), response.getheader("content-type") or "")
                 if chunked:
                     try:
                         self.wfile.write(b"0\r\n\r\n")

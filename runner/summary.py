@@ -52,6 +52,9 @@ class ArmSummary:
     model_calls: int | None = None
     model_call_failures: int | None = None
     model_lost_s: float | None = None
+    # Output tokens (reasoning included) the vendor reported in its responses, read on the wire
+    # by the proxy: the check on the CLIs' own records, which token cost per gain uses.
+    model_output_tokens: int | None = None
 
 
 def is_ancestor(repo: Path, ancestor: str, commit: str) -> bool:
@@ -96,7 +99,8 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
     agents_ended = float(meta.get("rechecks_started_at") or ended)
     agent_phase = max(agents_ended - started, 1e-9)
     proxied = bool((meta.get("client") or {}).get("proxy"))
-    outages = seat_outages(events.table("model_calls")) if proxied else {}
+    calls = events.table("model_calls") if proxied else []
+    outages = seat_outages(calls)
     rows = []
     for arm in meta.get("arms", []):
         ours = [e for e in evaluations if e["arm"] == arm]
@@ -169,6 +173,9 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
             rows[-1].model_calls = sum(o.calls for o in seats)
             rows[-1].model_call_failures = sum(o.failed for o in seats)
             rows[-1].model_lost_s = round(sum(o.lost_s for o in seats), 1)
+            rows[-1].model_output_tokens = sum(
+                c["output"] or 0 for c in calls if c["arm"] == arm and c["agent"]
+            )
     return rows
 
 

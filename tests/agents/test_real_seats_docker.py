@@ -159,14 +159,24 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     assert {r["source"] for r in rows} == {client.record_format}
     assert len(got) == len(rows)  # one row per agent and model
     want = endpoint.usage_by_model()
+    # The deadline may kill the CLI between the endpoint's reply and the CLI's record of it
+    # (or the proxy's reading of it): then exactly the last reply is missing, and it came in
+    # the last seconds of the run.
+    last = endpoint.replies[-1]
+    stopped = max(e["at"] for e in life if e["event"] == "stopped")
+    asked = max(r.at for r in endpoint.requests if r.step is not None)
+    rest = {last.model: _sum([r.usage for r in endpoint.replies[:-1] if r.model == last.model])}
     if got != want:
-        # The deadline may kill the CLI between the endpoint's reply and the CLI's record of it:
-        # then exactly the last reply is missing, and it came in the last seconds of the run.
-        last = endpoint.replies[-1]
-        stopped = max(e["at"] for e in life if e["event"] == "stopped")
-        asked = max(r.at for r in endpoint.requests if r.step is not None)
-        rest = {last.model: _sum([r.usage for r in endpoint.replies[:-1] if r.model == last.model])}
         assert got == {**want, **rest} and asked > stopped - 10, (got, want, report)
+    # The same totals as the vendor reported them on the wire, read by the model proxy.
+    wire: dict[str, dict[str, int]] = {}
+    for call in events.table("model_calls"):
+        if call["output"] is not None:
+            total = wire.setdefault(call["model"], dict.fromkeys(USAGE_KEYS, 0))
+            for k in USAGE_KEYS:
+                total[k] += call[k]
+    if wire != want:
+        assert wire == {**want, **rest} and asked > stopped - 10, (wire, want, report)
     (tokens_event,) = [d for event, d in trail if event == "tokens"]
     assert tokens_event["source"] == client.record_format and tokens_event["requests"] >= 3
 
@@ -204,6 +214,7 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     assert outage.lost_s >= 1.0  # the CLI honoured Retry-After: 1 (or waited longer)
     (row,) = list(csv.DictReader((run_dir / "summary.csv").open()))
     assert int(row["model_call_failures"]) == 2
+    assert int(row["model_output_tokens"]) == sum(t["output"] for t in wire.values())
     assert float(row["model_lost_s"]) == pytest.approx(outage.lost_s, abs=0.05)
     assert seconds < 180, report
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agents.endpoints import ENDPOINTS, session_script
+from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 from analysis.model_calls import failed, seat_outages
 from runner.events import EventLog
 from runner.model_proxy import TOKEN_PREFIX, ModelCall, ModelProxy
@@ -65,6 +65,10 @@ def test_a_seat_token_is_swapped_for_the_key_and_the_call_is_recorded(anthropic,
         "swarm", "w1", "POST", "/v1/messages",
     )  # fmt: skip
     assert row["status"] == row["upstream_status"] == 200 and row["error"] == ""
+    # The tokens the vendor's response reported, read on the wire by the proxy.
+    (reply,) = anthropic.replies
+    assert row["model"] == reply.model
+    assert {k: row[k] for k in USAGE_KEYS} == {k: reply.usage.get(k, 0) for k in USAGE_KEYS}
     assert row["started_at"] <= row["first_byte_at"] <= row["finished_at"]
     assert row["bytes_down"] == len(body) and row["bytes_up"] > 0
     assert KEY.encode() not in body and KEY not in json.dumps(row)

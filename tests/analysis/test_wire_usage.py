@@ -1,0 +1,89 @@
+"""``analysis.wire_usage``: the usage read from a response body equals what the endpoint that
+sent it reported, for each vendor's protocol, streamed and not (real HTTP to the local
+endpoints of ``agents.endpoints``)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from typing import Any
+
+import pytest
+
+from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
+from analysis.wire_usage import wire_usage
+
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "anthropic": (
+        "/v1/messages",
+        {"model": "claude-x", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]},
+    ),
+    "openai": ("/v1/responses", {"model": "gpt-x", "input": "hi"}),
+    "openai_chat": (
+        "/v1/chat/completions",
+        {"model": "gpt-chat-x", "messages": [{"role": "user", "content": "hi"}]},
+    ),
+    "gemini": (
+        "/v1beta/models/gemini-x:{method}",
+        {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+    ),
+}
+
+
+def _call(endpoint, path: str, body: dict[str, Any]) -> tuple[int, str, bytes]:
+    host, port = endpoint.address
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.getheader("content-type") or "", response.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("vendor", sorted(CALLS))
+def test_the_usage_on_the_wire_is_what_the_endpoint_reported(vendor, stream):
+    path, body = CALLS[vendor]
+    if vendor == "gemini":
+        path = path.format(method="streamGenerateContent?alt=sse" if stream else "generateContent")
+    else:
+        body = {**body, "stream": stream}
+        if vendor == "openai_chat" and stream:
+            body["stream_options"] = {"include_usage": True}
+    with ENDPOINTS[vendor](session_script(vendor)) as endpoint:
+        status, content_type, raw = _call(endpoint, path, body)
+    assert status == 200, raw
+    (reply,) = endpoint.replies
+    usage = wire_usage(raw, content_type)
+    assert usage is not None, raw[:500]
+    got = {k: getattr(usage, k) for k in USAGE_KEYS}
+    assert got == {k: reply.usage.get(k, 0) for k in USAGE_KEYS}
+    assert usage.model == reply.model and usage.requests == 1
+
+
+def test_bodies_without_usage_give_none():
+    assert (
+        wire_usage(b'{"type":"error","error":{"type":"rate_limit_error"}}', "application/json")
+        is None
+    )
+    assert wire_usage(b'{"data":[{"id":"m"}]}', "application/json") is None
+    assert wire_usage(b"data: [DONE]\n\n", "text/event-stream") is None
+    assert wire_usage(b"not json", "") is None
+
+
+def test_the_last_anthropic_delta_wins_over_the_early_output_count():
+    stream = "".join(
+        f"event: {e['type']}\ndata: {json.dumps(e)}\n\n"
+        for e in [
+            {"type": "message_start", "message": {"model": "m", "usage": {
+                "input_tokens": 10, "cache_read_input_tokens": 7,
+                "cache_creation_input_tokens": 3, "output_tokens": 1}}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta"}},
+            {"type": "message_delta", "usage": {"output_tokens": 42}},
+            {"type": "message_stop"},
+        ]
+    ).encode()  # fmt: skip
+    usage = wire_usage(stream, "text/event-stream")
+    assert usage is not None
+    assert (usage.input, usage.cache_read, usage.cache_write, usage.output) == (10, 7, 3, 42)
