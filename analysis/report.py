@@ -25,6 +25,7 @@ import pandas as pd
 from analysis import formulas, stats
 from analysis._git import CommitGraph, DeadEnd, dead_ends
 from analysis.figures import FigureResult, make_figures
+from analysis.model_calls import SeatOutage, seat_outages
 from analysis.tables import (
     RunInfo,
     Tables,
@@ -109,6 +110,7 @@ def _subset(tables: Tables, run: RunInfo) -> Tables:
         messages=pick(tables.messages),
         tokens=pick(tables.tokens),
         lifecycle=pick(tables.lifecycle),
+        model_calls=pick(tables.model_calls),
         arms=pick(tables.arms),
         relays=pick(tables.relays),
     )
@@ -277,6 +279,34 @@ def _prompt_asymmetries(run: RunInfo) -> list[str]:
     return out
 
 
+def _endpoint_findings(tables: Tables, run: RunInfo) -> list[str]:
+    """Seat time lost to the model endpoint: an arm that lost more had a shorter budget."""
+    lost = _lost_shares(tables, run)
+    if not lost or not any(s for s, _ in lost.values()):
+        return []
+    shown = ", ".join(
+        f"{arm} {_num(s / 60)} seat-min ({_pct1(share)} of its seat time)"
+        for arm, (s, share) in lost.items()
+    )
+    line = (
+        f"Seats lost time to model endpoint failures (rate limits, 5xx, unreachable; from the "
+        f"model proxy's record of every call): {shown}"
+    )
+    shares = [share for _, share in lost.values() if share is not None]
+    if len(lost) == 1:
+        return [f"{line}: its effective budget was that much shorter than the nominal one."]
+    gap = max(shares) - min(shares) if len(shares) == len(lost) else None
+    if gap is not None and round(100 * gap, 1) == 0:
+        return [
+            f"{line}: the same share in every arm, so the budgets stayed equal, each that "
+            "much shorter than the nominal one."
+        ]
+    return [
+        f"{line}: the arms' effective budgets differed by {_pct1(gap)} of seat time, so the "
+        "comparison is between unequal budgets."
+    ]
+
+
 def _noise(tables: Tables) -> tuple[float, float] | None:
     """(sigma, median) of the judge's repeated baseline measurements in tok/s, if 2 or more."""
     values = tables.evaluations["baseline_tok_s"].dropna()
@@ -314,6 +344,7 @@ def not_solid(tables: Tables, run: RunInfo) -> list[str]:
             "helped can be made from this run."
         )
     out += _asymmetries(run, tables)
+    out += _endpoint_findings(tables, run)
     wrong_ok = ev[(ev["verdict"] == "WRONG") & (ev["tokens_correct"].fillna(False))]
     if len(wrong_ok):
         shown = ", ".join(
@@ -477,6 +508,136 @@ def _winners_curse(arms: pd.DataFrame) -> list[str]:
 
 
 # -- sections --------------------------------------------------------------------------------
+
+
+def _pct1(value: Any) -> str:
+    """A share with one decimal: endpoint losses are often a few tenths of a percent."""
+    number = finite_or_none(value)
+    return "-" if number is None else f"{100 * number:.1f}%"
+
+
+def _lost_shares(tables: Tables, run: RunInfo) -> dict[str, tuple[float, float | None]]:
+    """Per arm with a proxy record: (seat-seconds lost, their share of the arm's seat time).
+    Seat time is the arm's seats × the agents' phase (``run_seconds``)."""
+    out: dict[str, tuple[float, float | None]] = {}
+    for r in tables.arms.itertuples(index=False):
+        lost = finite_or_none(r.model_lost_s)
+        if lost is None:
+            continue
+        seat_s = r.seats * run.run_seconds
+        out[r.arm] = (lost, lost / seat_s if seat_s > 0 else None)
+    return out
+
+
+def _call_records(calls: pd.DataFrame) -> list[dict[str, Any]]:
+    """The table's rows as the event log holds them (None, not pandas' NA, where empty)."""
+    return calls.astype(object).where(calls.notna(), None).to_dict("records")
+
+
+_ENDPOINT_INTRO = (
+    "Every call a seat made to its model went through the run's model proxy "
+    "(`tables/model_calls`). A call failed when the vendor answered 408, 409, 425, 429 or 5xx, "
+    "could not be reached, or its stream broke off; an outage runs from a seat's first failed "
+    "call to its next answered call (`analysis/model_calls.py`). Seat time = seats × the "
+    "agents' phase"
+)
+_ENDPOINT_HEAD = ["arm", "seats", "calls", "failed (by status)", "outages", "seat-min lost",
+                  "of seat time"]  # fmt: skip
+
+
+def _has_endpoint(tables: Tables, run: RunInfo) -> bool:
+    return run.proxied or not tables.model_calls.empty
+
+
+def _endpoint_rows(
+    tables: Tables, run: RunInfo
+) -> tuple[list[list[Any]], dict[tuple[str, str], SeatOutage]]:
+    """One row per arm of one run (``_ENDPOINT_HEAD``), and the seats' outages."""
+    outages = seat_outages(_call_records(tables.model_calls))
+    lost = _lost_shares(tables, run)
+    rows = []
+    for r in tables.arms.itertuples(index=False):
+        seats = [o for (a, _), o in outages.items() if a == r.arm]
+        statuses: dict[str, int] = {}
+        for seat in seats:
+            for label, n in seat.statuses.items():
+                statuses[label] = statuses.get(label, 0) + n
+        n_failed = sum(seat.failed for seat in seats)
+        by_status = ", ".join(f"{label} ×{n}" for label, n in sorted(statuses.items()))
+        lost_s, share = lost.get(r.arm, (None, None))
+        rows.append(
+            [
+                r.arm,
+                r.seats,
+                sum(seat.calls for seat in seats),
+                f"{n_failed} ({by_status})" if n_failed else "0",
+                sum(seat.outages for seat in seats),
+                _num(lost_s / 60 if lost_s is not None else None),
+                _pct1(share),
+            ]
+        )
+    return rows, outages
+
+
+def _endpoint_section(tables: Tables, run: RunInfo) -> list[str]:
+    """``## Model endpoint``: what each arm's calls through the model proxy came to (nothing
+    when the run used no proxy and recorded no call)."""
+    if not _has_endpoint(tables, run):
+        return []
+    calls = tables.model_calls
+    rows, outages = _endpoint_rows(tables, run)
+    out = [
+        "## Model endpoint",
+        "",
+        f"{_ENDPOINT_INTRO} ({_num(run.run_seconds)} s).",
+        "",
+        *_table(_ENDPOINT_HEAD, rows),
+    ]
+    hit = [o for o in outages.values() if o.lost_s > 0 or o.open_at_end]
+    if hit:
+        out += ["", "Seats that lost time:", ""]
+        for o in hit:
+            shown = ", ".join(f"{label} ×{n}" for label, n in sorted(o.statuses.items()))
+            still = "; still failing when its calls ended" if o.open_at_end else ""
+            out.append(
+                f"- {o.arm}/{o.agent}: {_num(o.lost_s)} s in {o.outages} outage(s) "
+                f"({o.failed} failed call(s): {shown}){still}."
+            )
+    seatless = int(((calls["arm"] == "") | (calls["agent"] == "")).sum())
+    if seatless:
+        out += ["", f"{seatless} call(s) without a seat token were refused by the proxy."]
+    proxy = run.meta.get("proxy") or {}
+    errors = proxy.get("record_errors") or []
+    seen = proxy.get("calls")
+    if errors or (isinstance(seen, int) and seen > len(calls)):
+        first = f", the first `{errors[0]}`" if errors else ""
+        out += [
+            "",
+            f"The proxy saw {seen if seen is not None else 'more'} call(s) and the log holds "
+            f"{len(calls)} ({len(errors)} record error(s){first}): the counts above are a "
+            "lower bound.",
+        ]
+    return [*out, ""]
+
+
+def _endpoint_sweep(tables: Tables) -> list[str]:
+    """The sweep's ``## Model endpoint``: one row per seed and arm (details in each job's
+    report and in ``tables/model_calls``)."""
+    rows = []
+    for run in tables.runs:
+        part = _subset(tables, run)
+        if _has_endpoint(part, run):
+            rows += [[run.seed, *row] for row in _endpoint_rows(part, run)[0]]
+    if not rows:
+        return []
+    return [
+        "## Model endpoint",
+        "",
+        f"{_ENDPOINT_INTRO} (of each job).",
+        "",
+        *_table(["seed", *_ENDPOINT_HEAD], rows),
+        "",
+    ]
 
 
 def _facts(run: RunInfo) -> list[str]:
@@ -758,6 +919,7 @@ def _run_report(tables: Tables, figures: list[FigureResult], led: pd.DataFrame, 
         "",
         *_arms_table(tables.arms, False),
         "",
+        *_endpoint_section(tables, run),
         "## The formulas, measured",
         "",
         *_formulas(tables, run),
@@ -787,8 +949,8 @@ def _tables_list() -> list[str]:
         "## Tables",
         "",
         "In `tables/` as Parquet and CSV, one row per thing (columns: `analysis/tables.py`):"
-        " `evaluations`, `submissions`, `messages`, `tokens`, `lifecycle`, `arms`, `relays`"
-        " and `dead_ends`.",
+        " `evaluations`, `submissions`, `messages`, `tokens`, `lifecycle`, `model_calls`,"
+        " `arms`, `relays` and `dead_ends`.",
     ]
 
 
@@ -878,6 +1040,7 @@ def _sweep_report(
         "",
         *_arms_table(tables.arms, True),
         "",
+        *_endpoint_sweep(tables),
         "## Across seeds",
         "",
         *_across_seeds(tables, sweep_dir),

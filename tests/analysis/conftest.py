@@ -10,6 +10,10 @@ start, then ``c5`` on c4 WRONG mismatch flagged near_tie (one dead direction of 
 declared dead on the board); w2 ``c6`` PASS 160 on c2 flagged b1_unresolved (the best). w1
 exits once and is restarted; the critic posts once at second 1 and then idles.
 
+Its event log has an empty ``model_calls`` table (scripted seats call no model);
+``vary(model_calls=True)`` records a proxied run's calls (see :func:`_model_calls`) and
+``vary(no_model_calls_table=True)`` drops the table, as in a log written before the proxy.
+
 solo (w1): ``s1`` PASS 110 on the start; ``s2`` PASS 105 on s1 (slower, never built on: a dead
 end); ``s3`` PASS 140 on s1 (the best); ``s4`` submitted but never evaluated.
 """
@@ -28,6 +32,7 @@ import yaml
 
 from judge.verdict import Evaluation, Verdict
 from runner.events import EventLog
+from runner.model_proxy import ModelCall
 
 T0 = 1_800_000_000.0
 RUN_S = 100.0
@@ -382,9 +387,12 @@ def vary(
     tokens: bool = False,
     solo_prompt: str | None = None,
     rechecks: bool = False,
+    model_calls: bool = False,
+    no_model_calls_table: bool = False,
 ) -> FixtureRun:
     """Turn a copy of the fixture run into a variant: another status (no ``ended_at`` unless
-    finished), another seed and run id, token records, or a prompt only the solo arm has."""
+    finished), another seed and run id, token records, a prompt only the solo arm has, the
+    calls of seats on the model proxy, or an event log without a ``model_calls`` table."""
     events = EventLog(run.path / "events.sqlite")
     meta = events.meta()
     config = meta["config"]
@@ -415,7 +423,55 @@ def vary(
                 reasoning=0,
             )
             _stamp(events, "tokens", _last_id(events, "tokens"), T0 + 90)
+    if model_calls:
+        _model_calls(events)
+    if no_model_calls_table:
+        # Last: opening an EventLog again would create the table anew.
+        with events.connect() as db:
+            db.execute("DROP TABLE model_calls")
     return run
+
+
+#: (arm, agent, status, upstream_status, error, start s, end s) of :func:`_model_calls`.
+MODEL_CALLS = [
+    ("swarm", "w1", 200, 200, "", 5.0, 7.0),
+    ("swarm", "w1", 429, 429, "", 10.0, 10.2),  # an outage begins ...
+    ("swarm", "w1", 429, 429, "", 20.0, 20.1),
+    ("swarm", "w1", 200, 200, "", 40.0, 45.0),  # ... and ends here: 30 s lost
+    ("swarm", "w2", 200, 200, "", 3.0, 6.0),
+    ("", "", 401, None, "no seat token: the proxy forwards seats' calls only", 4.0, 4.0),
+    ("solo", "w1", 200, 200, "", 4.0, 9.0),
+    ("solo", "w1", 200, 200, "", 60.0, 66.0),
+    # Still failing when the seat's calls end: closed at the call's end, 1 s lost.
+    ("swarm", "w2", 502, None, "vendor unreachable: OSError: down", 80.0, 81.0),
+]
+
+
+def _model_calls(events: EventLog) -> None:
+    """A run whose seats went through the model proxy (meta ``client.proxy``): swarm/w1 gets
+    two 429s then an answer (30 s lost), swarm/w2 one unreachable call at the end (1 s lost),
+    solo/w1 only answers, and one call without a seat token is refused."""
+    client = {"name": "claude_code", "proxy": True, "network": "proxy"}
+    proxy = {"network": "swarmlab-seats-x", "calls": len(MODEL_CALLS), "record_errors": []}
+    events.set_meta(client=client, proxy=proxy)
+    for arm, agent, status, upstream, error, t0, t1 in MODEL_CALLS:
+        events.add_model_call(
+            ModelCall(
+                arm,
+                agent,
+                "POST",
+                "/v1/messages",
+                T0 + t0,
+                status=status,
+                upstream_status=upstream,
+                error=error,
+                first_byte_at=T0 + t0 + 0.1 if upstream is not None else None,
+                finished_at=T0 + t1,
+                bytes_up=1000,
+                bytes_down=500 if upstream is not None else 0,
+                retry_after="2" if upstream == 429 else "",
+            )
+        )
 
 
 def _rechecks(events: EventLog, run: FixtureRun) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import runpy
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -64,6 +65,7 @@ def test_report_has_every_section_with_measured_values(built):
     assert "No token records" in formulas
     arms = _section(text, "Arms")
     assert arms.count("scripted (no model)") == 2 and "no token records" in arms
+    assert "## Model endpoint" not in text  # no proxy, no calls
 
 
 def test_relays_and_dead_ends_are_reported(built):
@@ -127,7 +129,7 @@ def test_rebuilt_twice_byte_for_byte(built, capsys):
     assert main([str(built.path)]) == 0
     assert {p.name: p.read_bytes() for p in sorted(tables.iterdir())} == first
     assert _report(built.path) == report and _pngs(built.path) == figures
-    assert len(first) == 16  # six tables, relays and dead ends, each as CSV and Parquet
+    assert len(first) == 18  # seven tables, relays and dead ends, each as CSV and Parquet
 
 
 def test_token_records_give_formula_two_and_a_figure(run_factory, capsys):
@@ -256,3 +258,77 @@ def test_prompts_that_differ_beyond_the_role_are_flagged(run_factory, same):
     # A critic only in the swarm and a solo worker told it is alone are the design, not a flaw.
     assert ("The worker prompts differ between arms" in solid) is not same, solid
     assert "The critic prompts differ" not in solid
+
+
+def test_endpoint_failures_are_reported_as_lost_seat_time(run_factory, capsys):
+    run = run_factory(model_calls=True)
+    assert main([str(run.path)]) == 0
+    text = _report(run.path)
+    section = _section(text, "Model endpoint")
+    assert "Seat time = seats × the agents' phase (100.0 s)" in section
+    # swarm: 3 seats × 100 s, 31 s lost (w1 30 s between two 429s and its next answer, w2 1 s).
+    assert "| swarm | 3 | 6 | 3 (429 ×2, unreachable ×1) | 2 | 0.5 | 10.3% |" in section
+    assert "| solo | 1 | 2 | 0 | 0 | 0.0 | 0.0% |" in section
+    assert "- swarm/w1: 30.0 s in 1 outage(s) (2 failed call(s): 429 ×2)." in section
+    assert "- swarm/w2: 1.0 s in 1 outage(s) (1 failed call(s): unreachable ×1); still" in section
+    assert "solo/w1:" not in section
+    assert "1 call(s) without a seat token were refused by the proxy." in section
+    assert "lower bound" not in section  # every call the proxy saw is in the log
+    solid = _section(text, "What is not solid")
+    assert (
+        "- Seats lost time to model endpoint failures (rate limits, 5xx, unreachable; from the "
+        "model proxy's record of every call): swarm 0.5 seat-min (10.3% of its seat time), "
+        "solo 0.0 seat-min (0.0% of its seat time): the arms' effective budgets differed by "
+        "10.3% of seat time, so the comparison is between unequal budgets." in solid
+    )
+    calls = pd.read_csv(run.path / "analysis" / "tables" / "model_calls.csv")
+    assert len(calls) == 9 and int(calls["failed"].sum()) == 3
+    arms = pd.read_csv(run.path / "analysis" / "tables" / "arms.csv").set_index("arm")
+    assert arms.loc["swarm", "model_lost_s"] == 31.0 and arms.loc["solo", "model_lost_s"] == 0.0
+
+
+def test_unrecorded_calls_make_the_counts_a_lower_bound(run_factory):
+    run = run_factory(model_calls=True)
+    proxy = {"network": "n", "calls": 12, "record_errors": ["OperationalError('locked')"]}
+    EventLog(run.path / "events.sqlite").set_meta(proxy=proxy)
+    tables = build_tables(run.path, git=False)
+    from analysis.report import _endpoint_section
+
+    text = "\n".join(_endpoint_section(tables, tables.runs[0]))
+    assert "The proxy saw 12 call(s) and the log holds 9 (1 record error(s), the first" in text
+    assert "lower bound" in text
+
+
+def test_clean_endpoint_and_no_model_calls_table_add_nothing(run_factory, capsys):
+    clean = run_factory("clean", model_calls=True)
+    with sqlite3.connect(clean.path / "events.sqlite") as db:  # every call answered
+        db.execute("UPDATE model_calls SET status = 200, upstream_status = 200, error = ''")
+    tables = build_tables(clean.path, git=False)
+    assert "Seats lost time" not in "\n".join(not_solid(tables, tables.runs[0]))
+    assert tables.arms["model_lost_s"].tolist() == [0.0, 0.0]
+    old = run_factory("old", no_model_calls_table=True)
+    assert main([str(old.path)]) == 0
+    text = _report(old.path)
+    assert "## Model endpoint" not in text and "Seats lost time" not in text
+    assert "## What is not solid" in text
+    written = old.path / "analysis" / "tables"
+    assert pd.read_csv(written / "model_calls.csv").empty
+    assert pd.read_parquet(written / "model_calls.parquet").empty
+
+
+def test_sweep_lists_endpoint_losses_per_seed(tmp_path, template_run, capsys):
+    root = tmp_path / "sweep"
+    root.mkdir()
+    (root / "multirun.yaml").write_text("hydra:\n  mode: MULTIRUN\n")
+    copy_run(template_run, root / "seed=1", seed=1, model_calls=True)
+    copy_run(template_run, root / "seed=2", seed=2, no_model_calls_table=True)
+    assert main([str(root)]) == 0
+    text = _report(root)
+    section = _section(text, "Model endpoint")
+    assert "| 1 | swarm | 3 | 6 | 3 (429 ×2, unreachable ×1) | 2 | 0.5 | 10.3% |" in section
+    assert "| 1 | solo | 1 | 2 | 0 | 0 | 0.0 | 0.0% |" in section
+    assert "\n| 2 | " not in section  # no proxy in that job
+    assert "- seed 1: Seats lost time to model endpoint failures" in text
+    assert "seed 2: Seats lost time" not in text and "seed 1, 2: Seats lost" not in text
+    calls = pd.read_csv(root / "analysis" / "tables" / "model_calls.csv")
+    assert set(calls["seed"]) == {1} and len(calls) == 9

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from analysis._git import CommitGraph, dead_ends, relay_table
@@ -22,6 +24,7 @@ def test_one_row_per_thing_with_explicit_columns(fixture_run):
         "messages": 2,
         "tokens": 0,
         "lifecycle": 6,
+        "model_calls": 0,
         "arms": 2,
     }
     for name, df in tables.items():
@@ -218,3 +221,57 @@ def test_phase_busy_clips_evaluations_to_the_agents_phase():
     # 5 (clipped at the start) + 40 + 20 (clipped at the re-judging) + 0 (wholly after).
     assert phase_busy_s(ev, 100.0) == pytest.approx(65.0)
     assert phase_busy_s(ev.iloc[0:0], 100.0) == 0.0
+
+
+def test_model_calls_table_flags_failures_and_arms_sum_the_lost_time(run_factory, tmp_path):
+    run = run_factory(model_calls=True)
+    tables = build_tables(run.path)
+    calls = tables.model_calls
+    assert list(calls.columns) == COLUMNS["model_calls"] and len(calls) == 9
+    assert calls["call_id"].tolist() == list(range(1, 10))
+    w1 = calls[(calls["arm"] == "swarm") & (calls["agent"] == "w1")]
+    assert w1["status"].tolist() == [200, 429, 429, 200]
+    assert w1["failed"].tolist() == [False, True, True, False]
+    assert set(w1["role"]) == {"worker"} and set(w1["agent_kind"]) == {"scripted (no model)"}
+    assert w1["t_start_s"].tolist() == pytest.approx([5.0, 10.0, 20.0, 40.0])
+    assert w1["duration_s"].tolist() == pytest.approx([2.0, 0.2, 0.1, 5.0])
+    assert w1["retry_after"].tolist() == ["", "2", "2", ""]
+    unreachable = calls[calls["status"] == 502].iloc[0]
+    assert bool(unreachable["failed"]) and pd.isna(unreachable["upstream_status"])
+    refused = calls[calls["status"] == 401].iloc[0]  # the proxy's refusal: no failure, no seat
+    assert not refused["failed"] and refused["agent_kind"] == "unknown"
+    assert int(calls["failed"].sum()) == 3
+    arms = tables.arms.set_index("arm")
+    swarm, solo = arms.loc["swarm"], arms.loc["solo"]
+    # swarm: w1 from its first 429 (10 s) to its next answer (40 s), w2 from 80 to 81 s (open).
+    assert (swarm["model_calls"], swarm["model_call_failures"]) == (6, 3)
+    assert swarm["model_lost_s"] == pytest.approx(31.0)
+    assert (solo["model_calls"], solo["model_call_failures"], solo["model_lost_s"]) == (2, 0, 0.0)
+    first = {p.name: p.read_bytes() for p in write_tables(tables, tmp_path / "a")}
+    again = {p.name: p.read_bytes() for p in write_tables(build_tables(run.path), tmp_path / "b")}
+    assert first == again
+    back = pd.read_parquet(tmp_path / "a" / "model_calls.parquet")
+    assert back["failed"].tolist() == calls["failed"].tolist()
+
+
+def test_model_calls_are_empty_and_typed_without_a_proxy(run_factory, tmp_path):
+    # No proxy: the arms say nothing about the endpoint (not 0 calls), ...
+    plain = build_tables(run_factory("plain").path)
+    assert plain.model_calls.empty and plain.arms["model_calls"].isna().all()
+    assert plain.arms["model_lost_s"].isna().all()
+    # ... and an event log written before the proxy has no model_calls table at all.
+    old = run_factory("old", no_model_calls_table=True)
+    with sqlite3.connect(old.path / "events.sqlite") as db:
+        names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    assert "model_calls" not in names and "tokens" in names
+    tables = build_tables(old.path)
+    assert list(tables.model_calls.columns) == COLUMNS["model_calls"]
+    assert tables.model_calls.empty and tables.arms["model_call_failures"].isna().all()
+    assert len(tables.evaluations) == 9  # the rest of the log is read as before
+    write_tables(tables, tmp_path / "out")
+    schema = pq.read_schema(tmp_path / "out" / "model_calls.parquet")
+    types = {name: str(schema.field(name).type) for name in schema.names}
+    assert types["failed"] == "bool" and types["upstream_status"] == "int64"
+    assert types["started_at"] == "double" and types["error"] == "large_string"
+    header = (tmp_path / "out" / "model_calls.csv").read_text().splitlines()
+    assert header == [",".join(f'"{c}"' for c in COLUMNS["model_calls"])]
