@@ -307,6 +307,25 @@ def _endpoint_findings(tables: Tables, run: RunInfo) -> list[str]:
     ]
 
 
+def _wire_findings(tables: Tables) -> list[str]:
+    """Arms whose CLIs' records and the vendor's responses disagree on output tokens."""
+    out = []
+    for r in tables.arms.itertuples(index=False):
+        wire = finite_or_none(r.wire_output_tokens)
+        if wire is None:
+            continue
+        records = finite_or_none(r.output_tokens) or 0.0
+        if abs(wire - records) > max(100.0, 0.01 * wire):
+            out.append(
+                f"{r.arm}: the vendor's responses reported {int(wire):,} output tokens (read "
+                f"by the model proxy), the CLIs' records {int(records):,} "
+                f"({int(records - wire):+,}). Token cost per gain uses the records; a gap means "
+                "calls the records do not hold (a seat's token used outside its CLI) or records "
+                "cut off when the agents stopped."
+            )
+    return out
+
+
 def _noise(tables: Tables) -> tuple[float, float] | None:
     """(sigma, median) of the judge's repeated baseline measurements in tok/s, if 2 or more."""
     values = tables.evaluations["baseline_tok_s"].dropna()
@@ -345,6 +364,7 @@ def not_solid(tables: Tables, run: RunInfo) -> list[str]:
         )
     out += _asymmetries(run, tables)
     out += _endpoint_findings(tables, run)
+    out += _wire_findings(tables)
     wrong_ok = ev[(ev["verdict"] == "WRONG") & (ev["tokens_correct"].fillna(False))]
     if len(wrong_ok):
         shown = ", ".join(
@@ -804,6 +824,13 @@ def _formulas(tables: Tables, run: RunInfo) -> list[str]:
             f"- **marginal, {a.arm} over {b.arm}**: ({a.output_tokens:,} − "
             f"{b.output_tokens:,}) ÷ ({_num(a.best_tok_s, 2)} − {_num(b.best_tok_s, 2)}) "
             f"= {_num(cost, 0)} output tokens per extra tok/s."
+        )
+    wire = arms.dropna(subset=["wire_output_tokens"])
+    if len(wire):
+        shown = ", ".join(f"{r.arm} {int(r.wire_output_tokens):,}" for r in wire.itertuples())
+        out.append(
+            f"- on the wire (output tokens the vendor's responses reported, read by the model "
+            f"proxy; the check on the records above): {shown}."
         )
     return out
 

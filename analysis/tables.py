@@ -44,13 +44,18 @@ Tables and columns:
     took up another agent's PASS, from the submission repository's ancestry; empty without a
     repository), model_calls, model_call_failures and model_lost_s (the arm's seats' calls
     through the model proxy, the failed ones, and the seconds its seats lost to outages, summed
-    over seats, per ``analysis.model_calls.seat_outages``; empty when the run used no proxy).
+    over seats, per ``analysis.model_calls.seat_outages``; empty when the run used no proxy),
+    wire_output_tokens (the output tokens the vendor's responses reported for the arm's calls,
+    read on the wire by the proxy: the check on ``output_tokens``, which comes from the CLIs'
+    own records).
 ``model_calls`` (by run_id, call_id): run_id, seed, arm, agent, role, agent_kind, scripted,
     call_id, method, path, status (what the seat got back), upstream_status (what the vendor
     answered; empty when it never did), error, failed (the endpoint's failure: 408, 409, 425,
     429, 5xx, unreachable or a broken stream, per ``analysis.model_calls.failed``), started_at,
     first_byte_at, finished_at, t_start_s, t_end_s, duration_s (``finished_at - started_at``),
-    bytes_up, bytes_down, retry_after: every HTTP call a seat made through the model proxy
+    bytes_up, bytes_down, retry_after, model, input, cache_read, cache_write, output,
+    reasoning (the usage the vendor's response reported, per ``analysis.wire_usage``; empty
+    when it reported none): every HTTP call a seat made through the model proxy
     (``runner.model_proxy``); a call without a seat token has an empty arm and agent. Empty for
     a run without the proxy (its event log may have no ``model_calls`` table at all).
 ``relays`` (by run_id, arm, to_job, from_job; see ``analysis._git``): run_id, seed, arm, to_job,
@@ -161,12 +166,13 @@ COLUMNS: dict[str, list[str]] = {
         "baseline_tok_s judge_evaluations judge_seconds seconds_per_evaluation "
         "full_evaluation_s judge_capacity judge_utilisation mean_queue_wait_s messages restarts "
         "exits token_records output_tokens token_cost_per_gain relays model_calls "
-        "model_call_failures model_lost_s"
+        "model_call_failures model_lost_s wire_output_tokens"
     ),
     "model_calls": _names(
         "run_id seed arm agent role agent_kind scripted call_id method path status "
         "upstream_status error failed started_at first_byte_at finished_at t_start_s t_end_s "
-        "duration_s bytes_up bytes_down retry_after"
+        "duration_s bytes_up bytes_down retry_after model input cache_read cache_write output "
+        "reasoning"
     ),
 }
 
@@ -215,7 +221,8 @@ _SQL = {
         FROM lifecycle ORDER BY id""",
     "model_calls": """
         SELECT arm, agent, id AS call_id, method, path, status, upstream_status, error,
-            started_at, first_byte_at, finished_at, bytes_up, bytes_down, retry_after
+            started_at, first_byte_at, finished_at, bytes_up, bytes_down, retry_after, model,
+            input, cache_read, cache_write, output, reasoning
         FROM model_calls ORDER BY id""",
 }
 # Tables an older event log may lack (written before the model proxy existed): read as empty,
@@ -223,7 +230,8 @@ _SQL = {
 _OPTIONAL = {
     "model_calls": _names(
         "arm agent call_id method path status upstream_status error started_at first_byte_at "
-        "finished_at bytes_up bytes_down retry_after"
+        "finished_at bytes_up bytes_down retry_after model input cache_read cache_write output "
+        "reasoning"
     ),
 }
 
@@ -634,6 +642,9 @@ def _lifecycle(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     return df[COLUMNS["lifecycle"]]
 
 
+_USAGE = ("input", "cache_read", "cache_write", "output", "reasoning")
+
+
 def _model_calls(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     df = _with_agents(raw, info)
     # The rule itself (analysis.model_calls.failed), row by row: calls are few.
@@ -641,9 +652,9 @@ def _model_calls(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     df["t_start_s"] = df["started_at"] - info.started_at
     df["t_end_s"] = df["finished_at"] - info.started_at
     df["duration_s"] = df["finished_at"] - df["started_at"]
-    for col in ("call_id", "status", "upstream_status", "bytes_up", "bytes_down"):
+    for col in ("call_id", "status", "upstream_status", "bytes_up", "bytes_down", *_USAGE):
         df[col] = df[col].astype("Int64")
-    for col in ("method", "path", "error", "retry_after"):
+    for col in ("method", "path", "error", "retry_after", "model"):
         df[col] = df[col].astype("str")  # typed even when empty
     return df[COLUMNS["model_calls"]]
 
@@ -662,8 +673,16 @@ def _arms(
     lifecycle: pd.DataFrame,
     relays: dict[str, int] | None,
     outages: dict[tuple[str, str], SeatOutage] | None = None,
+    model_calls: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     baseline = _median(evaluations["baseline_tok_s"])
+    # Output tokens the vendor reported in its responses (read on the wire by the proxy).
+    wire_output: dict[str, int] = {}
+    if model_calls is not None and len(model_calls):
+        seated = model_calls[model_calls["agent"] != ""]
+        wire_output = {
+            str(a): int(v) for a, v in seated.groupby("arm")["output"].sum(min_count=0).items()
+        }
     run_seconds = info.run_seconds
     # The judge's own noise: the start commit re-judged again and again, pooled over arms.
     again = evaluations[(evaluations["agent"] == BASELINE) & (evaluations["verdict"] == "PASS")]
@@ -776,10 +795,18 @@ def _arms(
                 "model_lost_s": round(sum(o.lost_s for o in endpoint), 3)
                 if outages is not None
                 else None,
+                "wire_output_tokens": int(wire_output.get(arm, 0)) if outages is not None else None,
             }
         )
     df = pd.DataFrame(rows, columns=COLUMNS["arms"])
-    for col in ("seed", "output_tokens", "relays", "model_calls", "model_call_failures"):
+    for col in (
+        "seed",
+        "output_tokens",
+        "relays",
+        "model_calls",
+        "model_call_failures",
+        "wire_output_tokens",
+    ):
         df[col] = df[col].astype("Int64")
     floats = _names(
         "best_tok_s best_x_baseline time_to_best_s baseline_tok_s confirmed_tok_s "
@@ -835,7 +862,9 @@ def load_run(run_dir: Path, *, git: bool = True) -> Tables:
             kinds.get(key, "unknown")
             for key in zip(edges["arm"], edges[f"{side}_agent"], strict=True)
         ]
-    arms = _arms(info, evaluations, submissions, messages, tokens, lifecycle, relays, outages)
+    arms = _arms(
+        info, evaluations, submissions, messages, tokens, lifecycle, relays, outages, model_calls
+    )
     return Tables(
         relays=edges,
         runs=[info],

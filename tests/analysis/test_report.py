@@ -332,3 +332,30 @@ def test_sweep_lists_endpoint_losses_per_seed(tmp_path, template_run, capsys):
     assert "seed 2: Seats lost time" not in text and "seed 1, 2: Seats lost" not in text
     calls = pd.read_csv(root / "analysis" / "tables" / "model_calls.csv")
     assert set(calls["seed"]) == {1} and len(calls) == 9
+
+
+def test_tokens_on_the_wire_are_the_check_on_the_records(run_factory):
+    """Records: swarm 2,000 output tokens, solo 1,000 (the fixture's). The proxy read swarm's
+    responses as 2,000 too (no finding) and solo's as 3,500: 2,500 output tokens the CLI's
+    record does not hold."""
+    run = run_factory(model_calls=True, tokens=True)
+    events = EventLog(run.path / "events.sqlite")
+    with events.connect() as db:
+        # w1: two answered calls of 600, w2: one of 800 (its 502 reported nothing).
+        db.execute("UPDATE model_calls SET model = 'model-x', output = 600 WHERE agent = 'w1'")
+        db.execute("UPDATE model_calls SET output = 800 WHERE arm = 'swarm' AND agent = 'w2'")
+        db.execute("UPDATE model_calls SET output = NULL WHERE arm = 'swarm' AND status <> 200")
+        db.execute("UPDATE model_calls SET model = 'model-x', output = 1750 WHERE arm = 'solo'")
+    assert main([str(run.path)]) == 0
+    arms = pd.read_csv(run.path / "analysis" / "tables" / "arms.csv").set_index("arm")
+    assert arms.loc["swarm", "wire_output_tokens"] == 2000
+    assert arms.loc["solo", "wire_output_tokens"] == 3500
+    text = _report(run.path)
+    assert "on the wire (output tokens the vendor's responses reported" in text
+    assert "swarm 2,000, solo 3,500" in text or "solo 3,500, swarm 2,000" in text
+    solid = _section(text, "What is not solid")
+    assert (
+        "solo: the vendor's responses reported 3,500 output tokens (read by the model proxy), "
+        "the CLIs' records 1,000 (-2,500)." in solid
+    )
+    assert "swarm: the vendor's responses reported" not in solid  # 2,000 on both sides
