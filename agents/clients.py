@@ -142,6 +142,8 @@ class Client:
             (the CLI's fixed settings: no telemetry, no update checks).
         auth_header: the header the vendor's API reads the key from (``authorization``:
             ``Bearer KEY``); the model proxy sets it (``runner.model_proxy``).
+        api: the API the CLI speaks, whose model routes alone the model proxy forwards
+            (``runner.model_proxy.API_ROUTES``).
     """
 
     name: str
@@ -159,6 +161,7 @@ class Client:
     interpreter: str = ""
     settings_dir: str = ""
     auth_header: str = "authorization"
+    api: str = "openai"
 
     # -- install -------------------------------------------------------------------------
 
@@ -492,6 +495,7 @@ CLIENTS: dict[str, Client] = {
         records=".claude/projects",
         record_format="claude_code",
         auth_header="x-api-key",
+        api="anthropic",
         fixed_env={
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
@@ -524,6 +528,7 @@ CLIENTS: dict[str, Client] = {
         interpreter="/usr/bin/node",
         settings_dir="agents/client_config/gemini",
         auth_header="x-goog-api-key",
+        api="gemini",
         fixed_env={
             # Read-only settings above the user's: API key auth, no telemetry, no usage
             # statistics, no update checks, no session cleanup, no IDE, every folder trusted.

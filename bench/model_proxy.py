@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ).encode()  # fmt: skip
     with (
         ENDPOINTS["anthropic"](script, api_key=KEY) as endpoint,
-        ModelProxy(endpoint.url, KEY, "x-api-key") as proxy,
+        ModelProxy(endpoint.url, KEY, "x-api-key", "anthropic") as proxy,
     ):
         token = proxy.add_seat("bench", "w1")
         direct_at = endpoint.address

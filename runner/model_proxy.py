@@ -18,7 +18,10 @@ is a request through the proxy. :func:`analysis.model_calls.seat_outages` turns 
 the time each seat lost.
 
 Responses are streamed through as they arrive (server-sent events chunk by chunk), never
-buffered. The proxy forwards only paths under the vendor base URL's path (``/v1`` for OpenAI),
+buffered. The proxy forwards only the model routes of its vendor's API (:data:`API_ROUTES`,
+under the base URL's path: generating, counting tokens, listing models), so a seat cannot use
+the key for anything else the API offers (files, fine-tuning, batches, admin); anything else is
+refused with 403 and recorded. It drops headers that would bill another organisation or project,
 refuses websocket upgrades (426: the CLIs fall back to HTTP streaming) and asks the vendor for
 unencoded bodies. One upstream connection per request (a TLS handshake each: ~0.1 s against
 calls of seconds).
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import secrets
 import ssl
 import threading
@@ -59,6 +63,32 @@ HOP_BY_HOP = frozenset(
     }
 )
 CREDENTIALS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"})
+# Headers that choose whom a call is billed to: the key's default, never the seat's choice.
+BILLING = frozenset({"openai-organization", "openai-project", "x-goog-user-project"})
+_NAME = r"[A-Za-z0-9._\-@]+"
+# (method, path after the base URL's path) of each API's model routes; "any": every path under
+# the base path (tests and benchmarks against a local endpoint only).
+API_ROUTES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
+    "anthropic": (
+        ("POST", re.compile(r"/v1/messages(/count_tokens)?")),
+        ("GET", re.compile(rf"/v1/models(/{_NAME})?")),
+    ),
+    "openai": (
+        # Codex compacts a long context remotely with /responses/compact.
+        ("POST", re.compile(r"/(responses|responses/compact|chat/completions)")),
+        ("GET", re.compile(rf"/models(/{_NAME})?")),
+    ),
+    "gemini": (
+        (
+            "POST",
+            re.compile(
+                rf"/v1(beta|alpha)?/models/{_NAME}:(streamGenerateContent|generateContent|countTokens)"
+            ),
+        ),
+        ("GET", re.compile(rf"/v1(beta|alpha)?/models(/{_NAME})?")),
+    ),
+    "any": (("*", re.compile(r"(/.*)?")),),
+}
 READ_SIZE = 64 * 1024
 # A response body is kept (to read its usage) up to this size; a longer one is passed on whole
 # but its usage is not read.
@@ -121,6 +151,8 @@ class ModelProxy:
     Args:
         upstream: the vendor's base URL; requests must fall under its path.
         key: the real key (kept in memory only).
+        api: which routes are forwarded (:data:`API_ROUTES`: ``anthropic``, ``openai``,
+            ``gemini``; ``any`` only against a local endpoint in tests).
         auth_header: the header the vendor reads the key from (``authorization`` gets
             ``Bearer KEY``; ``x-api-key`` and ``x-goog-api-key`` get the key itself).
         host: the address to listen on (the seats' internal network's gateway).
@@ -133,6 +165,7 @@ class ModelProxy:
     upstream: str
     key: str
     auth_header: str = "authorization"
+    api: str = "openai"
     host: str = "127.0.0.1"
     port: int = 0
     record: Callable[[ModelCall], None] | None = None
@@ -146,6 +179,8 @@ class ModelProxy:
             raise ValueError(f"model proxy: upstream {self.upstream!r} is not an http(s) URL")
         if not self.key:
             raise ValueError("model proxy: no key to forward with")
+        if self.api not in API_ROUTES:
+            raise ValueError(f"model proxy: api {self.api!r}; known: {', '.join(API_ROUTES)}")
         self._scheme = parts.scheme
         self._upstream_host = parts.hostname
         self._upstream_port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -225,8 +260,23 @@ class ModelProxy:
                 with self._lock:
                     self.record_errors.append(repr(exc))
 
+    def allowed(self, method: str, path: str) -> bool:
+        """True when ``method path`` is one of the API's model routes under the base path (no
+        dot segments, no percent-encoding: the vendor's normalisation cannot turn it into
+        another route)."""
+        base = self.base_path
+        if "%" in path or "//" in path or any(p in (".", "..") for p in path.split("/")):
+            return False
+        if base and not path.startswith(base + "/"):
+            return False
+        rest = path[len(base) :]
+        return any(
+            m in ("*", method) and pattern.fullmatch(rest) for m, pattern in API_ROUTES[self.api]
+        )
+
     def _upstream_headers(self, headers: dict[str, str]) -> dict[str, str]:
-        out = {k: v for k, v in headers.items() if k not in HOP_BY_HOP | CREDENTIALS}
+        dropped = HOP_BY_HOP | CREDENTIALS | BILLING
+        out = {k: v for k, v in headers.items() if k not in dropped}
         out = {k: v for k, v in out.items() if not k.startswith(("x-forwarded-", "forwarded"))}
         out["accept-encoding"] = "identity"
         bearer = self.auth_header == "authorization"
@@ -301,14 +351,13 @@ class ModelProxy:
                 if seat is None:
                     self._refuse(call, 401, "no seat token: the proxy forwards seats' calls only")
                     return
-                under = proxy.base_path
-                if not parts.path.startswith("/") or (
-                    under and parts.path != under and not parts.path.startswith(under + "/")
-                ):
-                    self._refuse(call, 404, f"{parts.path}: outside the model API ({under}/...)")
-                    return
                 if headers.get("upgrade"):
                     self._refuse(call, 426, "no protocol upgrade through the proxy: use HTTP")
+                    return
+                if not proxy.allowed(self.command, parts.path):
+                    self._refuse(
+                        call, 403, f"{self.command} {parts.path}: not a model route of the API"
+                    )
                     return
                 query = [(k, v) for k, v in query if k != "key"]  # a key in the URL: the token
                 target = parts.path + (f"?{urlencode(query)}" if query else "")

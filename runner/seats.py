@@ -126,6 +126,7 @@ def seat_proxy(
         client.base_url(environ),
         environ[client.key_env],
         client.auth_header,
+        client.api,
         host=gateway,
         record=events.add_model_call,
     ).start()

@@ -52,7 +52,9 @@ def anthropic():
 
 def test_a_seat_token_is_swapped_for_the_key_and_the_call_is_recorded(anthropic, tmp_path):
     events = EventLog(tmp_path / "events.sqlite")
-    with ModelProxy(anthropic.url, KEY, "x-api-key", record=events.add_model_call) as proxy:
+    with ModelProxy(
+        anthropic.url, KEY, "x-api-key", "anthropic", record=events.add_model_call
+    ) as proxy:
         token = proxy.add_seat("swarm", "w1")
         assert token.startswith(TOKEN_PREFIX) and KEY not in token
         status, _, body = _post(proxy, "/v1/messages", _anthropic_call(), {"x-api-key": token})
@@ -75,7 +77,7 @@ def test_a_seat_token_is_swapped_for_the_key_and_the_call_is_recorded(anthropic,
 
 
 def test_without_a_seat_token_nothing_reaches_the_vendor(anthropic):
-    with ModelProxy(anthropic.url, KEY, "x-api-key") as proxy:
+    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic") as proxy:
         proxy.add_seat("swarm", "w1")
         for headers in ({}, {"x-api-key": KEY}, {"x-api-key": TOKEN_PREFIX + "0" * 48}):
             status, _, body = _post(proxy, "/v1/messages", _anthropic_call(), headers)
@@ -87,14 +89,20 @@ def test_without_a_seat_token_nothing_reaches_the_vendor(anthropic):
     assert seat_outages([c.__dict__ for c in proxy.calls]) == {}  # no seat, no outage
 
 
-def test_only_the_vendors_api_path_is_forwarded_and_upgrades_are_refused():
+def test_only_the_apis_model_routes_are_forwarded_and_upgrades_are_refused():
     endpoint = ENDPOINTS["openai"](session_script("openai"), api_key=KEY)
-    with endpoint, ModelProxy(endpoint.url + "/v1", KEY) as proxy:
+    with endpoint, ModelProxy(endpoint.url + "/v1", KEY, api="openai") as proxy:
         token = proxy.add_seat("solo", "w1")
         auth = {"authorization": f"Bearer {token}"}
         assert proxy.base_url.endswith("/v1")
-        assert _post(proxy, "/admin/keys", {}, auth)[0] == 404
-        assert _post(proxy, "/v1x/responses", {}, auth)[0] == 404
+        # Elsewhere on the vendor's API the key could upload files, fine-tune, read the org.
+        refused = [
+            "/admin/keys", "/v1x/responses", "/v1/files", "/v1/fine_tuning/jobs",
+            "/v1/responses/../files", "/v1/%2e%2e/files", "/v1//responses", "/v1/responses/x",
+        ]  # fmt: skip
+        for path in refused:
+            status, _, body = _post(proxy, path, {}, auth)
+            assert status == 403 and b"not a model route" in body, (path, status)
         upgrade = {**auth, "connection": "Upgrade", "upgrade": "websocket"}
         assert _post(proxy, "/v1/responses", {}, upgrade)[0] == 426
         # An absolute-form target names another host: only its path is used, upstream.
@@ -103,13 +111,52 @@ def test_only_the_vendors_api_path_is_forwarded_and_upgrades_are_refused():
         conn.request("GET", "http://evil.example/v1/models", headers=auth)
         assert conn.getresponse().status == 200
         conn.close()
-    assert [(r.method, r.path) for r in endpoint.requests] == [("GET", "/v1/models")]
-    assert endpoint.requests[0].authorized
+        # Headers that would bill another organisation or project never leave the proxy.
+        billing = {**auth, "OpenAI-Organization": "org-other", "OpenAI-Project": "proj-other"}
+        status, _, _ = _post(proxy, "/v1/responses", {"model": "m", "input": "hi"}, billing)
+        assert status == 200
+    assert [(r.method, r.path) for r in endpoint.requests] == [
+        ("GET", "/v1/models"), ("POST", "/v1/responses"),
+    ]  # fmt: skip
+    assert all(r.authorized for r in endpoint.requests)
+    assert [c.status for c in proxy.calls].count(403) == len(refused)
+
+
+@pytest.mark.parametrize(
+    ("api", "base", "method", "path", "ok"),
+    [
+        ("anthropic", "", "POST", "/v1/messages", True),
+        ("anthropic", "", "POST", "/v1/messages/count_tokens", True),
+        ("anthropic", "", "GET", "/v1/models/claude-sonnet-4-5", True),
+        ("anthropic", "", "POST", "/v1/messages/batches", False),
+        ("anthropic", "", "GET", "/v1/messages", False),
+        ("anthropic", "", "POST", "/v1/files", False),
+        ("anthropic", "/anthropic", "POST", "/anthropic/v1/messages", True),
+        ("anthropic", "/anthropic", "POST", "/v1/messages", False),
+        ("openai", "/v1", "POST", "/v1/chat/completions", True),
+        ("openai", "/v1", "GET", "/v1/models", True),
+        ("openai", "/v1", "POST", "/v1/responses/compact", True),
+        ("openai", "/v1", "POST", "/v1/batches", False),
+        ("openai", "/v1", "DELETE", "/v1/models/ft-mine", False),
+        ("gemini", "", "POST", "/v1beta/models/gemini-2.5-pro:streamGenerateContent", True),
+        ("gemini", "", "POST", "/v1beta/models/gemini-2.5-pro:countTokens", True),
+        ("gemini", "", "GET", "/v1beta/models", True),
+        ("gemini", "", "POST", "/v1beta/tunedModels", False),
+        ("gemini", "", "POST", "/v1beta/models/x:batchGenerateContent", False),
+        ("gemini", "", "POST", "/upload/v1beta/files", False),
+    ],
+)
+def test_the_model_routes_of_each_api(api, base, method, path, ok):
+    proxy = ModelProxy(f"https://vendor.example{base}", KEY, api=api)
+    try:
+        assert proxy.allowed(method, path) is ok
+    finally:
+        proxy.stop()
 
 
 def test_a_key_in_the_url_is_a_seat_token_and_never_forwarded():
     endpoint = ENDPOINTS["gemini"](session_script("gemini"), api_key=KEY)
-    with endpoint, ModelProxy(endpoint.url, KEY, "x-goog-api-key") as proxy:
+    with endpoint, ModelProxy(endpoint.url, KEY, "x-goog-api-key", "gemini") as proxy:
         token = proxy.add_seat("solo", "w1")
         status, _, body = _post(
             proxy,
@@ -150,7 +197,7 @@ def test_a_stream_is_passed_on_as_it_arrives_not_when_it_ends():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowStream)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with ModelProxy(f"http://127.0.0.1:{server.server_address[1]}", KEY) as proxy:
+        with ModelProxy(f"http://127.0.0.1:{server.server_address[1]}", KEY, api="any") as proxy:
             token = proxy.add_seat("solo", "w1")
             host, port = proxy.address
             conn = http.client.HTTPConnection(host, port, timeout=15)
@@ -175,7 +222,7 @@ def _closed_port() -> int:
 
 
 def test_an_unreachable_vendor_is_a_502_and_a_recorded_failure():
-    with ModelProxy(f"http://127.0.0.1:{_closed_port()}", KEY, "x-api-key") as proxy:
+    with ModelProxy(f"http://127.0.0.1:{_closed_port()}", KEY, "x-api-key", "anthropic") as proxy:
         token = proxy.add_seat("solo", "w1")
         status, _, body = _post(proxy, "/v1/messages", _anthropic_call(), {"x-api-key": token})
     assert status == 502 and b"vendor unreachable" in body
@@ -190,7 +237,7 @@ def test_rate_limits_are_passed_on_and_the_time_until_recovery_is_lost(vendor, s
     endpoint = ENDPOINTS[vendor](
         session_script(vendor), api_key=KEY, failures=2, failure_status=status, retry_after="3"
     )
-    with endpoint, ModelProxy(endpoint.url, KEY, "x-api-key") as proxy:
+    with endpoint, ModelProxy(endpoint.url, KEY, "x-api-key", "anthropic") as proxy:
         token = proxy.add_seat("solo", "w1")
         auth = {"x-api-key": token}
         seen = [_post(proxy, "/v1/messages", _anthropic_call(), auth) for _ in "abc"]

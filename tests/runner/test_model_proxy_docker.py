@@ -71,7 +71,10 @@ def test_a_seat_reaches_the_proxy_and_nothing_else(docker_client, base_image):
         control, _ = model_network(docker_client, f"swarmlab-test-open-{tag}")
         networks += [seats, control]
         endpoint = ENDPOINTS["anthropic"](session_script("anthropic"), api_key=KEY)
-        with endpoint, ModelProxy(endpoint.url, KEY, "x-api-key", host=gateway) as proxy:
+        with (
+            endpoint,
+            ModelProxy(endpoint.url, KEY, "x-api-key", "anthropic", host=gateway) as proxy,
+        ):
             token = proxy.add_seat("solo", "w1")
             results = {}
             for network in (seats, control):
