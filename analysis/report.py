@@ -626,6 +626,18 @@ def _endpoint_section(tables: Tables, run: RunInfo) -> list[str]:
     seatless = int(((calls["arm"] == "") | (calls["agent"] == "")).sum())
     if seatless:
         out += ["", f"{seatless} call(s) without a seat token were refused by the proxy."]
+    # A seat asking for a route that is not the model's (the key's other powers) or an upgrade.
+    refused = calls[
+        (calls["status"] == 403) & (calls["agent"] != "") & calls["upstream_status"].isna()
+    ]
+    if len(refused):
+        counts = refused.groupby(["arm", "agent", "method", "path"]).size()
+        shown = "; ".join(f"{a}/{g} {m} {p} ×{n}" for (a, g, m, p), n in counts.items())
+        out += [
+            "",
+            f"{len(refused)} call(s) by seats were refused as not a model route of the API "
+            f"(never forwarded): {shown}.",
+        ]
     proxy = run.meta.get("proxy") or {}
     errors = proxy.get("record_errors") or []
     seen = proxy.get("calls")

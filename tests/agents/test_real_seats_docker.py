@@ -204,6 +204,9 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     # them to the next answered call, as the endpoint's own clock saw it.
     calls = events.table("model_calls")
     assert {(c["arm"], c["agent"]) for c in calls} == {("solo", "w1")}, calls
+    # The CLI needed nothing but its API's model routes (an upgrade refused is its probe).
+    refused = [(c["method"], c["path"]) for c in calls if c["status"] == 403]
+    assert refused == [], refused
     answered = sorted(c["upstream_status"] for c in calls if c["upstream_status"] is not None)
     assert answered == sorted(r.status for r in endpoint.requests), (calls, endpoint.requests)
     outage = seat_outages(calls)[("solo", "w1")]

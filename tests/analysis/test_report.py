@@ -16,8 +16,9 @@ import analysis
 from analysis.report import _across_seeds, main, not_solid
 from analysis.tables import build_tables
 from runner.events import EventLog
+from runner.model_proxy import ModelCall
 
-from .conftest import copy_run
+from .conftest import T0, copy_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -359,3 +360,23 @@ def test_tokens_on_the_wire_are_the_check_on_the_records(run_factory):
         "the CLIs' records 1,000 (-2,500)." in solid
     )
     assert "swarm: the vendor's responses reported" not in solid  # 2,000 on both sides
+
+
+def test_routes_refused_to_a_seat_are_listed(run_factory):
+    run = run_factory(model_calls=True)
+    events = EventLog(run.path / "events.sqlite")
+    for path in ("/v1/files", "/v1/files", "/v1/fine_tuning/jobs"):
+        events.add_model_call(
+            ModelCall(
+                "swarm", "w2", "POST", path, T0 + 50, status=403, upstream_status=None,
+                error=f"POST {path}: not a model route of the API", finished_at=T0 + 50,
+            )
+        )  # fmt: skip
+    assert main([str(run.path)]) == 0
+    section = _section(_report(run.path), "Model endpoint")
+    assert (
+        "3 call(s) by seats were refused as not a model route of the API (never forwarded): "
+        "swarm/w2 POST /v1/files ×2; swarm/w2 POST /v1/fine_tuning/jobs ×1." in section
+    )
+    # Refusals are the seat's doing, not the endpoint's: no failure, no lost time.
+    assert "| swarm | 3 | 9 | 3 (429 ×2, unreachable ×1) | 2 | 0.5 | 10.3% |" in section
