@@ -2,25 +2,40 @@
 model proxy recorded (``runner.model_proxy``, table ``model_calls``).
 
 A call *failed* when the vendor answered 408, 409, 425, 429 or 5xx (529 "overloaded"
-included), when the proxy could not reach the vendor (502 with an ``error``), or when the
-vendor's stream broke off. Refusals by the proxy itself (401 without a seat token, 404 outside
-the API, 426 for an upgrade) and other 4xx answers are the caller's doing, not the endpoint's:
+included), when the proxy could not reach the vendor (502 with an ``error``), when the
+vendor's stream broke off, or when the vendor sent an error inside a stream that began as 200
+(Anthropic's ``overloaded_error`` event, OpenAI's ``response.failed``). Refusals by the proxy
+itself (401 without a seat token, 403 for a route that is not the model's, 413 for a body too
+large, 426 for an upgrade) and other 4xx answers are the caller's doing, not the endpoint's:
 they are counted as calls, not as failures.
 
-An *outage* of a seat begins with the start of a failed call and ends with the start of that
-seat's next call the vendor answered without failing: the failed calls, the CLI's back-off
-between them and any restart in between all fall inside it, whatever the CLI announced. An
-outage still open when the seat's calls end is closed at the end of its last failed call.
-``lost_s`` is the sum of a seat's outages.
+An *outage* of a seat begins with the start of a failed call (the time spent in a call that
+failed is lost with it) and ends with the start of that seat's next *generation* call (a model
+reply, not a token count or a model listing) that the vendor answered without failing: the
+failed calls, the CLI's back-off between them and any restart in between all fall inside it,
+whatever the CLI announced. An outage still open when the seat's calls end is closed at the
+end of its last failed call. ``lost_s`` is the sum of a seat's outages. Outages are per seat,
+not per model: a side call to another model that succeeds ends one.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 RETRYABLE = frozenset({408, 409, 425, 429})
+# The routes that ask the model for a reply (Messages, Responses, Chat Completions, Gemini).
+_GENERATION = re.compile(
+    r".*(/messages|/responses|/responses/compact|/chat/completions"
+    r"|:generateContent|:streamGenerateContent)"
+)
+
+
+def is_generation(path: str) -> bool:
+    """True for a route that asks the model for a reply."""
+    return bool(_GENERATION.fullmatch(str(path or "")))
 
 
 def failed(call: Mapping[str, Any]) -> bool:
@@ -30,15 +45,18 @@ def failed(call: Mapping[str, Any]) -> bool:
     if upstream is None or upstream == "" or upstream != upstream:  # None, or NaN from pandas
         return bool(error) and int(call.get("status") or 0) in (0, 502)
     status = int(upstream)
-    return status in RETRYABLE or status >= 500 or error.startswith("vendor stream broke")
+    return status in RETRYABLE or status >= 500 or error.startswith("vendor stream")
 
 
 def failure_label(call: Mapping[str, Any]) -> str:
     upstream = call.get("upstream_status")
     if upstream is None or upstream == "" or upstream != upstream:
         return "unreachable"
-    if str(call.get("error") or "").startswith("vendor stream broke"):
+    error = str(call.get("error") or "")
+    if error.startswith("vendor stream broke"):
         return f"{int(upstream)} stream broke"
+    if error.startswith("vendor stream error: "):
+        return f"{int(upstream)} {error.removeprefix('vendor stream error: ')}"
     return str(int(upstream))
 
 
@@ -75,9 +93,14 @@ def seat_outages(calls: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Se
                 seat.failed += 1
                 label = failure_label(call)
                 seat.statuses[label] = seat.statuses.get(label, 0) + 1
-                began = start if began is None else began
+                if began is None:
+                    began, last_failure_end = start, start
                 last_failure_end = max(last_failure_end, float(call.get("finished_at") or start))
-            elif began is not None and not _refused_by_proxy(call):
+            elif (
+                began is not None
+                and is_generation(str(call.get("path") or ""))
+                and not _refused_by_proxy(call)
+            ):
                 seat.outages += 1
                 seat.lost_s += start - began
                 began = None

@@ -28,7 +28,7 @@ from typing import Any
 
 from analysis.tokens import TokenUsage, _api_usage, _dict, _gemini_usage
 
-__all__ = ["wire_usage"]
+__all__ = ["stream_error", "wire_usage"]
 
 
 def _objects(body: bytes, content_type: str) -> list[Any]:
@@ -44,14 +44,46 @@ def _objects(body: bytes, content_type: str) -> list[Any]:
                 continue
             try:
                 out.append(json.loads(payload))
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested beyond reason
                 continue
         return out
     try:
         document = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     return document if isinstance(document, list) else [document]  # Gemini: a JSON array
+
+
+def _responses_usage(usage: Any) -> bool:
+    return (
+        isinstance(usage, dict)
+        and "input_tokens" in usage
+        and "output_tokens" in usage
+        and "prompt_tokens" not in usage
+        and "cache_read_input_tokens" not in usage
+        and "cache_creation_input_tokens" not in usage
+    )
+
+
+def stream_error(body: bytes, content_type: str = "") -> str | None:
+    """The error a vendor sent inside a response that began as 200 (Anthropic's ``error``
+    event, e.g. ``overloaded_error``; OpenAI's ``error`` or ``response.failed``; an ``error``
+    object in a Gemini or Chat Completions chunk), or None."""
+    for obj in _objects(body, content_type):
+        if not isinstance(obj, dict):
+            continue
+        kind = obj.get("type")
+        error = obj.get("error")
+        if kind == "response.failed":
+            error = _dict(obj.get("response")).get("error") or "response.failed"
+        elif kind == "error" and error is None:  # OpenAI Responses: code and message inline
+            error = str(obj.get("code") or "error")
+        elif not isinstance(error, dict):
+            continue
+        if isinstance(error, dict):
+            return str(error.get("type") or error.get("status") or error.get("code") or "error")
+        return str(error)[:200]
+    return None
 
 
 def wire_usage(body: bytes, content_type: str = "") -> TokenUsage | None:
@@ -81,7 +113,9 @@ def wire_usage(body: bytes, content_type: str = "") -> TokenUsage | None:
             if isinstance(response.get("usage"), dict):
                 found = {"input_tokens_details": {}, **response["usage"]}
                 model = str(response.get("model") or model)
-        elif obj.get("object") == "response" and isinstance(obj.get("usage"), dict):
+        elif (
+            obj.get("object") == "response" and isinstance(obj.get("usage"), dict)
+        ) or _responses_usage(obj.get("usage")):
             found = {"input_tokens_details": {}, **obj["usage"]}
             model = str(obj.get("model") or model)
         elif str(obj.get("object", "")).startswith("chat.completion") and isinstance(

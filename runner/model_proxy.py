@@ -29,20 +29,23 @@ calls of seconds).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
 import secrets
+import socket
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from analysis.wire_usage import wire_usage
+from analysis.wire_usage import stream_error, wire_usage
 
 TOKEN_PREFIX = "sk-swarmlab-seat-"
 # Headers that belong to one connection (RFC 9110 7.6.1) or carry a caller's credentials: never
@@ -93,6 +96,22 @@ READ_SIZE = 64 * 1024
 # A response body is kept (to read its usage) up to this size; a longer one is passed on whole
 # but its usage is not read.
 KEEP_BYTES = 64 * 1024 * 1024
+# A request body larger than this is refused (413) before it is read: a seat cannot make the
+# runner, whose threads the proxy runs in, hold gigabytes.
+MAX_BODY = 32 * 1024 * 1024
+MAX_LINE = 8192
+# Connections one container may hold open at once (a CLI needs a handful); more are closed.
+MAX_CONNECTIONS_PER_CLIENT = 64
+# A seat's connection idle (or not reading what it is sent) for this long is closed.
+IDLE_TIMEOUT_S = 300.0
+CONNECT_TIMEOUT_S = 30.0
+# Calls kept in memory (the event log has them all).
+CALLS_KEPT = 10_000
+# Query parameters a CLI sends to a model route; any other is dropped (e.g. Gemini's
+# userProject or access_token).
+QUERY_KEPT = frozenset({"alt", "beta", "client_version", "pageSize", "pageToken"})
+# Headers that would make the vendor treat a call as another method.
+OVERRIDES = frozenset({"x-http-method-override", "x-http-method", "x-method-override", "expect"})
 
 
 @dataclass
@@ -126,7 +145,15 @@ class ModelCall:
     reasoning: int | None = None
 
     def set_usage(self, body: bytes, content_type: str) -> None:
-        usage = wire_usage(body, content_type)
+        """Read the usage (and an error the vendor sent inside a 200 stream) from ``body``."""
+        try:
+            usage = wire_usage(body, content_type)
+            failure = stream_error(body, content_type)
+        except Exception as exc:  # a body built to break the parser is still a recorded call
+            self.error = self.error or f"usage unreadable: {type(exc).__name__}"
+            return
+        if failure and not self.error and self.upstream_status == 200:
+            self.error = f"vendor stream error: {failure}"
         if usage is not None:
             self.model = usage.model
             self.input, self.cache_read, self.cache_write = (
@@ -163,14 +190,15 @@ class ModelProxy:
     """
 
     upstream: str
-    key: str
+    key: str = field(repr=False)
     auth_header: str = "authorization"
     api: str = "openai"
     host: str = "127.0.0.1"
     port: int = 0
     record: Callable[[ModelCall], None] | None = None
     timeout_s: float = 600.0
-    calls: list[ModelCall] = field(default_factory=list)
+    calls: deque[ModelCall] = field(default_factory=lambda: deque(maxlen=CALLS_KEPT))
+    call_count: int = 0
     record_errors: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -187,8 +215,8 @@ class ModelProxy:
         self.base_path = parts.path.rstrip("/")
         self._seats: dict[str, Seat] = {}
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((self.host, self.port), self._handler_class())
-        self._server.daemon_threads = True
+        self._tls = ssl.create_default_context() if parts.scheme == "https" else None
+        self._server = _Server((self.host, self.port), self._handler_class())
         self._thread: threading.Thread | None = None
 
     # -- seats ---------------------------------------------------------------------------
@@ -234,11 +262,19 @@ class ModelProxy:
             self._thread.start()
         return self
 
+    @property
+    def refused_connections(self) -> int:
+        """Connections closed at once because their container already held too many."""
+        return self._server.refused
+
     def stop(self) -> None:
+        """Stop accepting, cut the connections still open (their calls are recorded as cut
+        off) and wait briefly for their handlers to record them."""
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join(timeout=5)
             self._thread = None
+        self._server.cut_all(wait_s=5.0)
         self._server.server_close()
 
     def __enter__(self) -> ModelProxy:
@@ -253,6 +289,7 @@ class ModelProxy:
         call.finished_at = time.time()
         with self._lock:
             self.calls.append(call)
+            self.call_count += 1
         if self.record is not None:
             try:
                 self.record(call)
@@ -275,7 +312,9 @@ class ModelProxy:
         )
 
     def _upstream_headers(self, headers: dict[str, str]) -> dict[str, str]:
-        dropped = HOP_BY_HOP | CREDENTIALS | BILLING
+        # Headers the seat named in Connection are hop-by-hop too (RFC 9110 7.6.1).
+        named = {h.strip().lower() for h in headers.get("connection", "").split(",")}
+        dropped = HOP_BY_HOP | CREDENTIALS | BILLING | OVERRIDES | named
         out = {k: v for k, v in headers.items() if k not in dropped}
         out = {k: v for k, v in out.items() if not k.startswith(("x-forwarded-", "forwarded"))}
         out["accept-encoding"] = "identity"
@@ -284,16 +323,24 @@ class ModelProxy:
         return out
 
     def _connect(self) -> http.client.HTTPConnection:
-        if self._scheme == "https":
-            return http.client.HTTPSConnection(
+        """A connection to the vendor, opened within :data:`CONNECT_TIMEOUT_S`; then reads may
+        wait :attr:`timeout_s` (a model may think a while before its first byte)."""
+        conn: http.client.HTTPConnection
+        if self._tls is not None:
+            conn = http.client.HTTPSConnection(
                 self._upstream_host,
                 self._upstream_port,
-                timeout=self.timeout_s,
-                context=ssl.create_default_context(),
+                timeout=CONNECT_TIMEOUT_S,
+                context=self._tls,
             )
-        return http.client.HTTPConnection(
-            self._upstream_host, self._upstream_port, timeout=self.timeout_s
-        )
+        else:
+            conn = http.client.HTTPConnection(
+                self._upstream_host, self._upstream_port, timeout=CONNECT_TIMEOUT_S
+            )
+        conn.connect()
+        if conn.sock is not None:
+            conn.sock.settimeout(self.timeout_s)
+        return conn
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
@@ -301,25 +348,46 @@ class ModelProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             server_version = "swarmlab-model-proxy"
+            timeout = IDLE_TIMEOUT_S  # socket timeout: idle seats and stalled readers go
 
             def log_message(self, format: str, *args: Any) -> None:  # recorded as ModelCalls
                 pass
 
+            def _line(self) -> bytes:
+                line = self.rfile.readline(MAX_LINE + 1)
+                if len(line) > MAX_LINE:
+                    raise _BadRequest(431, "a line of the request body's framing is too long")
+                return line
+
             def _body(self) -> bytes:
+                """The request body, refused (413/400) when too large or badly framed."""
                 if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    data = b""
+                    data = bytearray()
                     while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        size_text = self._line().split(b";")[0].strip()
+                        if not size_text or not all(
+                            c in b"0123456789abcdefABCDEF" for c in size_text
+                        ):
+                            raise _BadRequest(400, "bad chunk size in the request body")
+                        size = int(size_text, 16)
                         if size == 0:
-                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            while self._line() not in (b"\r\n", b"\n", b""):
                                 pass
-                            return data
+                            return bytes(data)
+                        if len(data) + size > MAX_BODY:
+                            raise _BadRequest(413, f"request body over {MAX_BODY} bytes")
                         data += self.rfile.read(size)
-                        self.rfile.readline()
-                length = int(self.headers.get("Content-Length") or 0)
+                        self._line()
+                length_text = (self.headers.get("Content-Length") or "0").strip()
+                if not length_text.isdigit():
+                    raise _BadRequest(400, "bad Content-Length")
+                length = int(length_text)
+                if length > MAX_BODY:
+                    raise _BadRequest(413, f"request body over {MAX_BODY} bytes")
                 return self.rfile.read(length) if length else b""
 
             def _refuse(self, call: ModelCall, status: int, message: str) -> None:
+                """Answer the seat with ``status`` (the call is recorded by the caller)."""
                 call.status, call.error = status, message
                 data = json.dumps(
                     {"error": {"type": "swarmlab_proxy", "message": message}}
@@ -328,11 +396,12 @@ class ModelProxy:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    if self.close_connection:
+                        self.send_header("Connection", "close")
                     self.end_headers()
                     self.wfile.write(data)
                 except OSError:
-                    pass
-                proxy._finish(call)
+                    self.close_connection = True
 
             def _forward(self) -> None:
                 parts = urlsplit(self.path)
@@ -343,25 +412,51 @@ class ModelProxy:
                     seat.arm if seat else "",
                     seat.agent if seat else "",
                     self.command,
-                    parts.path,
+                    parts.path[:2000],
                     time.time(),
                 )
-                body = self._body()
-                call.bytes_up = len(body)
+                try:
+                    self._serve(call, seat, parts.path, query, headers)
+                except _BadRequest as exc:
+                    self.close_connection = True  # what is left of the body is not read
+                    self._refuse(call, exc.status, exc.message)
+                except Exception as exc:  # nothing a seat sends may skip its call's record
+                    call.error = call.error or f"proxy error: {type(exc).__name__}: {exc}"
+                    call.status = call.status or 500
+                    self.close_connection = True
+                finally:
+                    proxy._finish(call)
+
+            def _serve(
+                self,
+                call: ModelCall,
+                seat: Seat | None,
+                path: str,
+                query: list[tuple[str, str]],
+                headers: dict[str, str],
+            ) -> None:
+                # Refusals come before the body is read (it stays unread: the connection closes).
                 if seat is None:
+                    self.close_connection = True
                     self._refuse(call, 401, "no seat token: the proxy forwards seats' calls only")
                     return
                 if headers.get("upgrade"):
+                    self.close_connection = True
                     self._refuse(call, 426, "no protocol upgrade through the proxy: use HTTP")
                     return
-                if not proxy.allowed(self.command, parts.path):
-                    self._refuse(
-                        call, 403, f"{self.command} {parts.path}: not a model route of the API"
-                    )
+                if not proxy.allowed(self.command, path):
+                    self.close_connection = True
+                    self._refuse(call, 403, f"{self.command} {path}: not a model route of the API")
                     return
-                query = [(k, v) for k, v in query if k != "key"]  # a key in the URL: the token
-                target = parts.path + (f"?{urlencode(query)}" if query else "")
-                conn = proxy._connect()
+                body = self._body()
+                call.bytes_up = len(body)
+                kept_query = [(k, v) for k, v in query if k in QUERY_KEPT]
+                target = path + (f"?{urlencode(kept_query)}" if kept_query else "")
+                try:
+                    conn = proxy._connect()
+                except (OSError, http.client.HTTPException) as exc:
+                    self._refuse(call, 502, f"vendor unreachable: {type(exc).__name__}: {exc}")
+                    return
                 try:
                     try:
                         conn.request(
@@ -373,63 +468,127 @@ class ModelProxy:
                         return
                     call.first_byte_at = time.time()
                     call.upstream_status = call.status = response.status
-                    call.retry_after = response.getheader("retry-after") or ""
+                    call.retry_after = (response.getheader("retry-after") or "")[:100]
                     self._pass_back(call, response)
                 finally:
                     conn.close()
-                proxy._finish(call)
 
             def _pass_back(self, call: ModelCall, response: http.client.HTTPResponse) -> None:
+                status = response.status
+                bodiless = status in (204, 304) or 100 <= status < 200
                 length = response.getheader("content-length")
-                chunked = length is None or response.chunked
-                try:
-                    self.send_response(response.status, response.reason)
-                    for key, value in response.getheaders():
-                        if key.lower() not in HOP_BY_HOP:
-                            self.send_header(key, value)
-                    if chunked:
-                        self.send_header("Transfer-Encoding", "chunked")
-                    else:
-                        self.send_header("Content-Length", str(length))
-                    self.end_headers()
-                    self.wfile.flush()
-                except OSError as exc:
-                    call.error = f"seat went away: {type(exc).__name__}"
-                    self.close_connection = True
-                    return
+                chunked = not bodiless and (length is None or bool(response.chunked))
                 kept = bytearray()
-                while True:
+                try:
                     try:
-                        data = response.read1(READ_SIZE)
-                    except (OSError, http.client.HTTPException) as exc:
-                        call.error = f"vendor stream broke: {type(exc).__name__}: {exc}"
-                        self.close_connection = True  # the seat sees a cut-off stream
-                        return
-                    if not data:
-                        break
-                    call.bytes_down += len(data)
-                    if len(kept) + len(data) <= KEEP_BYTES:
-                        kept += data
-                    try:
+                        self.send_response(status, response.reason)
+                        for key, value in response.getheaders():
+                            if key.lower() not in HOP_BY_HOP | {"date", "server"}:
+                                self.send_header(key, value)
                         if chunked:
-                            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                        else:
-                            self.wfile.write(data)
+                            self.send_header("Transfer-Encoding", "chunked")
+                        elif not bodiless:
+                            self.send_header("Content-Length", str(length))
+                        self.end_headers()
                         self.wfile.flush()
                     except OSError as exc:
                         call.error = f"seat went away: {type(exc).__name__}"
                         self.close_connection = True
                         return
-                if call.bytes_down == len(kept):  # the whole body: what did the vendor count?
-                    call.set_usage(bytes(kept), response.getheader("content-type") or "")
-                if chunked:
-                    try:
-                        self.wfile.write(b"0\r\n\r\n")
-                        self.wfile.flush()
-                    except OSError as exc:
-                        call.error = f"seat went away: {type(exc).__name__}"
-                        self.close_connection = True
+                    while not bodiless:
+                        try:
+                            data = response.read1(READ_SIZE)
+                        except (OSError, http.client.HTTPException) as exc:
+                            call.error = f"vendor stream broke: {type(exc).__name__}: {exc}"
+                            self.close_connection = True  # the seat sees a cut-off stream
+                            return
+                        if not data:
+                            break
+                        call.bytes_down += len(data)
+                        if call.bytes_down <= KEEP_BYTES:
+                            kept += data
+                        try:
+                            if chunked:
+                                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                            else:
+                                self.wfile.write(data)
+                            self.wfile.flush()
+                        except OSError as exc:
+                            call.error = f"seat went away: {type(exc).__name__}"
+                            self.close_connection = True
+                            return
+                    if chunked:
+                        try:
+                            self.wfile.write(b"0\r\n\r\n")
+                            self.wfile.flush()
+                        except OSError as exc:
+                            call.error = f"seat went away: {type(exc).__name__}"
+                            self.close_connection = True
+                finally:
+                    # What the vendor sent so far, even when cut off: billed tokens are counted.
+                    if kept and call.bytes_down <= KEEP_BYTES:
+                        call.set_usage(bytes(kept), response.getheader("content-type") or "")
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
         return Handler
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class _Server(ThreadingHTTPServer):
+    """A threaded server that caps the connections each client address holds open and can
+    cut every open connection when the proxy stops."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.refused = 0
+        self._guard = threading.Lock()
+        self._per_client: dict[str, int] = {}
+        self._open: dict[socket.socket, threading.Thread | None] = {}
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        client = str(client_address[0])
+        with self._guard:
+            if self._per_client.get(client, 0) >= MAX_CONNECTIONS_PER_CLIENT:
+                self.refused += 1
+                refuse = True
+            else:
+                self._per_client[client] = self._per_client.get(client, 0) + 1
+                self._open[request] = None
+                refuse = False
+        if refuse:
+            self.shutdown_request(request)
+            return
+        thread = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), daemon=True
+        )
+        with self._guard:
+            self._open[request] = thread
+        thread.start()
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            client = str(client_address[0])
+            with self._guard:
+                self._per_client[client] = max(0, self._per_client.get(client, 1) - 1)
+                self._open.pop(request, None)
+
+    def cut_all(self, wait_s: float) -> None:
+        with self._guard:
+            open_now = dict(self._open)
+        for request in open_now:
+            with contextlib.suppress(OSError):
+                request.shutdown(socket.SHUT_RDWR)
+        deadline = time.time() + wait_s
+        for thread in open_now.values():
+            if thread is not None:
+                thread.join(timeout=max(0.0, deadline - time.time()))

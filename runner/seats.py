@@ -77,10 +77,8 @@ def seat_problem(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> s
     if cfg.agent.network == PROXY:
         url = urlsplit(client.base_url(environ))
         if url.scheme not in ("http", "https") or not url.hostname:
-            return (
-                f"{client.base_url_env}={client.base_url(environ)!r}: the model proxy forwards"
-                " to an http(s) URL only"
-            )
+            # The value is not printed: a base URL may carry a token.
+            return f"{client.base_url_env} is not an http(s) URL: the model proxy forwards to one"
     return None
 
 
@@ -122,23 +120,26 @@ def seat_proxy(
     name, gateway = model_network(
         docker, f"swarmlab-seats-{run_id}", isolated=True, labels={"org.swarmlab.run": run_id}
     )
-    proxy = ModelProxy(
-        client.base_url(environ),
-        environ[client.key_env],
-        client.auth_header,
-        client.api,
-        host=gateway,
-        record=events.add_model_call,
-    ).start()
+    summary: dict[str, Any] = {"network": name}
+    proxy: ModelProxy | None = None
     try:
+        proxy = ModelProxy(
+            client.base_url(environ),
+            environ[client.key_env],
+            client.auth_header,
+            client.api,
+            host=gateway,
+            record=events.add_model_call,
+        ).start()
         yield SeatProxy(name, proxy, client)
     finally:
-        proxy.stop()
-        summary: dict[str, Any] = {
-            "network": name,
-            "calls": len(proxy.calls),
-            "record_errors": proxy.record_errors[:10],
-        }
+        if proxy is not None:
+            proxy.stop()
+            summary.update(
+                calls=proxy.call_count,
+                refused_connections=proxy.refused_connections,
+                record_errors=proxy.record_errors[:10],
+            )
         try:
             docker.networks.get(name).remove()
         except Exception as exc:  # a leftover network is untidy, not a reason to lose the run

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
-from analysis.wire_usage import wire_usage
+from analysis.wire_usage import stream_error, wire_usage
 
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "anthropic": (
@@ -87,3 +87,31 @@ def test_the_last_anthropic_delta_wins_over_the_early_output_count():
     usage = wire_usage(stream, "text/event-stream")
     assert usage is not None
     assert (usage.input, usage.cache_read, usage.cache_write, usage.output) == (10, 7, 3, 42)
+
+
+@pytest.mark.parametrize(
+    ("body", "want"),
+    [
+        (b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error"}}\n\n',
+         "overloaded_error"),
+        (b'data: {"type":"error","code":"server_error","message":"boom"}\n\n', "server_error"),
+        (b'data: {"type":"response.failed","response":{"error":{"code":"rate_limit_exceeded"}}}'
+         b"\n\n", "rate_limit_exceeded"),
+        (b'[{"candidates":[]},{"error":{"code":503,"status":"UNAVAILABLE"}}]', "UNAVAILABLE"),
+        (b'data: {"type":"message_start","message":{"usage":{}}}\n\n', None),
+        (b'data: {"object":"chat.completion.chunk","choices":[]}\n\ndata: [DONE]\n\n', None),
+    ],
+)  # fmt: skip
+def test_an_error_sent_inside_a_stream_is_found(body, want):
+    assert stream_error(body, "text/event-stream" if body.startswith(b"data") else "") == want
+
+
+def test_a_usage_in_a_responses_shaped_object_of_another_type_is_read():
+    body = json.dumps(
+        {"object": "response.compaction", "model": "gpt-x",
+         "usage": {"input_tokens": 900, "input_tokens_details": {"cached_tokens": 100},
+                   "output_tokens": 50, "output_tokens_details": {"reasoning_tokens": 20}}}
+    ).encode()  # fmt: skip
+    usage = wire_usage(body, "application/json")
+    assert usage is not None
+    assert (usage.input, usage.cache_read, usage.output, usage.reasoning) == (800, 100, 50, 20)

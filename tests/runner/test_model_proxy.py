@@ -8,6 +8,7 @@ import http.client
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -282,3 +283,191 @@ def test_a_refusal_by_the_relay_does_not_end_an_outage():
     calls[1]["status"] = 426  # refused by the proxy: never reached the vendor
     outage = seat_outages(calls)[("a", "s")]
     assert outage.failed == 1 and outage.lost_s == pytest.approx(5)
+
+
+# -- what an adversarial seat may send -------------------------------------------------------
+
+
+def _raw(proxy: ModelProxy, data: bytes, timeout: float = 10) -> bytes:
+    """Send raw bytes to the proxy; what came back until it closed (or the timeout)."""
+    with socket.create_connection(proxy.address, timeout=timeout) as conn:
+        conn.sendall(data)
+        out = b""
+        try:
+            while chunk := conn.recv(65536):
+                out += chunk
+        except TimeoutError:
+            pass
+        return out
+
+
+def test_bodies_too_large_or_badly_framed_are_refused_before_they_are_read(anthropic):
+    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic") as proxy:
+        token = proxy.add_seat("solo", "w1")
+        head = f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
+        # 20 GB announced, nothing sent: refused at once, the connection closed.
+        huge = _raw(proxy, f"{head}Content-Length: 20000000000\r\n\r\n".encode())
+        assert huge.startswith(b"HTTP/1.1 413"), huge[:100]
+        for length in ("-1", "abc", "1e9"):
+            bad = _raw(proxy, f"{head}Content-Length: {length}\r\n\r\n".encode())
+            assert bad.startswith(b"HTTP/1.1 400"), (length, bad[:100])
+        chunks = _raw(proxy, f"{head}Transfer-Encoding: chunked\r\n\r\n-1\r\nx\r\n".encode())
+        assert chunks.startswith(b"HTTP/1.1 400"), chunks[:100]
+        endless = _raw(proxy, f"{head}Transfer-Encoding: chunked\r\n\r\n".encode() + b"1" * 20000)
+        assert endless.startswith(b"HTTP/1.1 431"), endless[:100]
+    assert anthropic.requests == []  # nothing reached the vendor
+    assert sorted(c.status for c in proxy.calls) == [400, 400, 400, 400, 413, 431]
+
+
+def test_a_chunked_body_and_keep_alive_requests_are_forwarded(anthropic):
+    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic") as proxy:
+        token = proxy.add_seat("solo", "w1")
+        body = json.dumps(_anthropic_call(stream=False)).encode()
+        chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+        head = f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
+        first = f"{head}Transfer-Encoding: chunked\r\n\r\n".encode() + chunked
+        second = f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+        out = _raw(proxy, first + second)  # two requests on one connection
+    assert out.count(b"HTTP/1.1 200") == 2, out[:300]
+    assert [r.authorized for r in anthropic.requests] == [True, True]
+    assert [c.status for c in proxy.calls] == [200, 200]
+
+
+def test_a_seat_cannot_hold_more_than_its_share_of_connections(anthropic, monkeypatch):
+    monkeypatch.setattr("runner.model_proxy.MAX_CONNECTIONS_PER_CLIENT", 3)
+    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic") as proxy:
+        token = proxy.add_seat("solo", "w1")
+        held = [socket.create_connection(proxy.address, timeout=10) for _ in range(3)]
+        try:
+            time.sleep(0.3)
+            extra = _raw(proxy, b"GET /v1/models HTTP/1.1\r\n\r\n", timeout=5)
+            assert extra == b""  # closed at once, unanswered
+            assert proxy.refused_connections == 1
+        finally:
+            for conn in held:
+                conn.close()
+        time.sleep(0.3)  # their handlers notice and free the slots
+        status, _, _ = _post(proxy, "/v1/messages", _anthropic_call(), {"x-api-key": token})
+        assert status == 200
+
+
+def test_a_seat_that_goes_away_mid_stream_is_recorded_with_what_was_sent():
+    _SlowStream.release.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowStream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with ModelProxy(f"http://127.0.0.1:{server.server_address[1]}", KEY, api="any") as proxy:
+            token = proxy.add_seat("solo", "w1")
+            host, port = proxy.address
+            conn = http.client.HTTPConnection(host, port, timeout=15)
+            conn.request("POST", "/stream", b"{}", {"authorization": f"Bearer {token}"})
+            response = conn.getresponse()
+            assert response.read1(1024) == b"data: first\n\n"
+            conn.sock.shutdown(socket.SHUT_RDWR)
+            conn.close()
+            _SlowStream.release.set()  # the last event meets a closed seat
+            deadline = time.time() + 10
+            while not proxy.calls and time.time() < deadline:
+                time.sleep(0.05)
+    finally:
+        _SlowStream.release.set()
+        server.shutdown()
+        server.server_close()
+    (call,) = proxy.calls
+    assert call.status == 200 and call.error.startswith("seat went away"), call
+    assert not failed(call.__dict__)  # the seat's doing, not the endpoint's
+
+
+def test_stopping_the_proxy_cuts_and_records_the_calls_in_flight():
+    _SlowStream.release.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowStream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proxy = ModelProxy(f"http://127.0.0.1:{server.server_address[1]}", KEY, api="any")
+        proxy.start()
+        token = proxy.add_seat("solo", "w1")
+        host, port = proxy.address
+        conn = http.client.HTTPConnection(host, port, timeout=15)
+        conn.request("POST", "/stream", b"{}", {"authorization": f"Bearer {token}"})
+        response = conn.getresponse()
+        assert response.read1(1024) == b"data: first\n\n"
+        threading.Timer(1.0, _SlowStream.release.set).start()  # the vendor goes on later
+        proxy.stop()  # the run ends with the stream still open
+        conn.close()
+    finally:
+        _SlowStream.release.set()
+        server.shutdown()
+        server.server_close()
+    assert proxy.call_count == 1, list(proxy.calls)
+    (call,) = proxy.calls
+    assert call.error.startswith("seat went away"), call
+
+
+class _ErrorInStream(BaseHTTPRequestHandler):
+    """A 200 stream that turns into Anthropic's overloaded error half way."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        events = [
+            {"type": "message_start", "message": {"model": "m", "usage": {
+                "input_tokens": 11, "output_tokens": 1}}},
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        ]  # fmt: skip
+        data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_an_error_inside_a_200_stream_is_a_failure_and_its_tokens_count():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ErrorInStream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        upstream = f"http://127.0.0.1:{server.server_address[1]}"
+        with ModelProxy(upstream, KEY, "x-api-key", "anthropic") as proxy:
+            token = proxy.add_seat("solo", "w1")
+            status, _, _ = _post(proxy, "/v1/messages", _anthropic_call(), {"x-api-key": token})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status == 200
+    (call,) = proxy.calls
+    assert call.error == "vendor stream error: overloaded_error" and call.input == 11
+    outage = seat_outages([call.__dict__])[("solo", "w1")]
+    assert outage.statuses == {"200 overloaded_error": 1} and outage.open_at_end
+
+
+def test_a_body_built_to_break_the_usage_parser_is_still_recorded():
+    call = ModelCall("a", "s", "POST", "/v1/messages", 0.0, 200, 200)
+    call.set_usage(b"[" * 100_000 + b"]" * 100_000, "application/json")
+    call.set_usage(b'{"type":"message","usage":{"output_tokens":1e999}}', "application/json")
+    assert call.output is None  # nothing readable, nothing invented
+    assert call.error == "usage unreadable: OverflowError"
+
+
+def test_an_outage_needs_an_answered_generation_call_to_end():
+    calls = [
+        _call(0, 529, 1),
+        _call(2, 200, 3),
+        _call(5, 200, 6),
+    ]
+    calls[1]["path"] = "/v1/messages/count_tokens"  # answered, but not a model reply
+    outage = seat_outages(calls)[("a", "s")]
+    assert outage.lost_s == pytest.approx(5) and outage.outages == 1
+
+
+def test_a_long_failed_call_does_not_stretch_a_later_outage():
+    calls = [
+        _call(0, 200, 1000, error="vendor stream broke: IncompleteRead"),  # 0 .. 1000
+        _call(10, 200, 11),  # recovery: 10 s lost
+        _call(20, 529, 21),  # open at the end: 1 s, not 1000 - 20
+    ]
+    outage = seat_outages(calls)[("a", "s")]
+    assert outage.lost_s == pytest.approx(11) and outage.open_at_end
