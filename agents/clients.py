@@ -25,19 +25,23 @@ PyPI package: pip into a virtual environment of its own, made with the runner's 
 (never in a file: neither CLI writes them into its home when given this way), and
 :meth:`Client.check_key` fails with one line before any container starts.
 
-**Invocation.** Claude Code: ``claude -p PROMPT --output-format stream-json --verbose
---dangerously-skip-permissions --model M`` (refused as root; agents never run as root),
+**Invocation.** No seat gets web tools: a web search runs at the vendor, outside the seats'
+network, and a web fetch from the container reaches nothing (the model proxy refuses server-side
+tools too). Claude Code: ``claude -p PROMPT --output-format stream-json --verbose
+--dangerously-skip-permissions --disallowedTools WebSearch,WebFetch --model M`` (refused as
+root; agents never run as root),
 ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY``, ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``
 (no telemetry, update checks or error reports: the agent's network reaches only the model).
 Its transcript: ``$HOME/.claude/projects/<cwd with / as ->/<session>.jsonl``.
 Codex: ``codex exec --json --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check -m M
 -c model_provider=swarmlab -c model_providers.swarmlab={base_url=..., env_key=OPENAI_API_KEY,
 wire_api="responses"} -c otel.metrics_exporter=none -c analytics.enabled=false
--c features.plugins=false PROMPT`` — the container is the sandbox (Codex's own needs
-landlock/seccomp, which a capability-less container does not give it); a provider of our own
-naming reads the key from ``env_key`` without ``codex login`` and speaks HTTP streaming (no
-websocket); without ``otel.metrics_exporter=none`` Codex spends ~5 s at exit on a DNS lookup
-of its metrics host (``ab.chatgpt.com``) that the internal network never answers. Its rollout:
+-c features.plugins=false -c web_search="disabled" PROMPT`` — the container is the sandbox
+(Codex's own needs landlock/seccomp, which a capability-less container does not give it); a
+provider of our own naming reads the key from ``env_key`` without ``codex login`` and speaks
+HTTP streaming (no websocket); without ``otel.metrics_exporter=none`` Codex spends ~5 s at
+exit on a DNS lookup of its metrics host (``ab.chatgpt.com``) that the internal network never
+answers. Its rollout:
 ``$HOME/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``. In the agent container ``HOME``
 is ``/work/notes`` (the contract), so both records land in the agent's notes folder on the host.
 Gemini CLI: ``node gemini.js --prompt=PROMPT --output-format stream-json --approval-mode yolo
@@ -45,7 +49,8 @@ Gemini CLI: ``node gemini.js --prompt=PROMPT --output-format stream-json --appro
 SDK's base URL: it calls ``{base}/v1beta/models/M:streamGenerateContent?alt=sse``), and read-only
 system settings (``agents/client_config/gemini/settings.json``, mounted and named by
 ``GEMINI_CLI_SYSTEM_SETTINGS_PATH``, above any the agent writes): API-key auth, telemetry,
-usage statistics, auto-update and its notification, session cleanup and the IDE off.
+usage statistics, auto-update and its notification, session cleanup, the IDE and the
+``google_web_search`` and ``web_fetch`` tools off.
 ``GEMINI_CLI_NO_RELAUNCH`` keeps it one process. Its chat record:
 ``$HOME/.gemini/tmp/<project name>/chats/session-*.jsonl``.
 
@@ -346,6 +351,10 @@ class Client:
                 "stream-json",
                 "--verbose",
                 "--dangerously-skip-permissions",
+                # The seat's only network is the model proxy: no web tools (WebSearch would
+                # make the vendor fetch for it; WebFetch reaches nothing from the container).
+                "--disallowedTools",
+                "WebSearch,WebFetch",
                 "--model",
                 model,
             ]
@@ -403,6 +412,9 @@ class Client:
             "analytics.enabled=false",
             "-c",
             "features.plugins=false",
+            # No web search: the vendor would search the web for the seat (see the proxy).
+            "-c",
+            'web_search="disabled"',
         ]
 
     @property

@@ -54,6 +54,9 @@ class AgentConfig:
     resume: bool = True
     # The container's memory for a CLI seat; null: isolation.memory.
     memory: str | None = None
+    # network=proxy: forward requests declaring tools the vendor runs itself (web search and
+    # fetch, code execution, remote MCP): they reach the network outside the seats' (default no).
+    server_tools: bool = False
 
 
 @dataclass

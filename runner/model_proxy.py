@@ -21,10 +21,12 @@ Responses are streamed through as they arrive (server-sent events chunk by chunk
 buffered. The proxy forwards only the model routes of its vendor's API (:data:`API_ROUTES`,
 under the base URL's path: generating, counting tokens, listing models), so a seat cannot use
 the key for anything else the API offers (files, fine-tuning, batches, admin); anything else is
-refused with 403 and recorded. It drops headers that would bill another organisation or project,
-refuses websocket upgrades (426: the CLIs fall back to HTTP streaming) and asks the vendor for
-unencoded bodies. One upstream connection per request (a TLS handshake each: ~0.1 s against
-calls of seconds).
+refused with 403 and recorded, and so is a request declaring a tool the vendor runs itself (web
+search and fetch, code execution, remote MCP servers: :data:`SERVER_TOOLS`), through which the
+vendor would reach the network for the seat. It drops headers that would bill another
+organisation or project, refuses websocket upgrades (426: the CLIs fall back to HTTP
+streaming) and asks the vendor for unencoded bodies. One upstream connection per request (a TLS
+handshake each: ~0.1 s against calls of seconds).
 """
 
 from __future__ import annotations
@@ -110,6 +112,45 @@ CALLS_KEPT = 10_000
 # Query parameters a CLI sends to a model route; any other is dropped (e.g. Gemini's
 # userProject or access_token).
 QUERY_KEPT = frozenset({"alt", "beta", "client_version", "pageSize", "pageToken"})
+# Tools the vendor runs itself, reaching the web or the organisation's data for the seat: a
+# request declaring one is refused (the seats' only network is this proxy).
+SERVER_TOOLS = {
+    # Anthropic: typed server tools (versioned names) and remote MCP servers.
+    "anthropic": ("web_search", "web_fetch", "code_execution", "mcp"),
+    # OpenAI Responses tool types; Chat Completions' web_search_options.
+    "openai": ("web_search", "file_search", "code_interpreter", "mcp"),
+    # Gemini tool kinds.
+    "gemini": ("googleSearch", "googleSearchRetrieval", "urlContext", "codeExecution"),
+}
+
+
+def server_side_tools(api: str, body: bytes) -> list[str]:
+    """The tools in a generate request's body that the vendor would run itself (see
+    :data:`SERVER_TOOLS`); [] for a body that is not JSON or declares none."""
+    try:
+        request = json.loads(body) if body else None
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(request, dict):
+        return []
+    found: list[str] = []
+    tools = request.get("tools") if isinstance(request.get("tools"), list) else []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        if api == "gemini":
+            found += [k for k in tool if k in SERVER_TOOLS["gemini"]]
+        elif api in SERVER_TOOLS:
+            kind = str(tool.get("type") or "")
+            if kind.startswith(SERVER_TOOLS[api]):
+                found.append(kind)
+    if api == "anthropic" and request.get("mcp_servers"):
+        found.append("mcp_servers")
+    if api == "openai" and "web_search_options" in request:
+        found.append("web_search_options")
+    return found
+
+
 # Headers that would make the vendor treat a call as another method.
 OVERRIDES = frozenset({"x-http-method-override", "x-http-method", "x-method-override", "expect"})
 
@@ -180,6 +221,8 @@ class ModelProxy:
         key: the real key (kept in memory only).
         api: which routes are forwarded (:data:`API_ROUTES`: ``anthropic``, ``openai``,
             ``gemini``; ``any`` only against a local endpoint in tests).
+        server_tools: forward requests that declare tools the vendor runs itself (web search,
+            fetch, code execution, remote MCP: :data:`SERVER_TOOLS`); refused (403) by default.
         auth_header: the header the vendor reads the key from (``authorization`` gets
             ``Bearer KEY``; ``x-api-key`` and ``x-goog-api-key`` get the key itself).
         host: the address to listen on (the seats' internal network's gateway).
@@ -197,6 +240,7 @@ class ModelProxy:
     port: int = 0
     record: Callable[[ModelCall], None] | None = None
     timeout_s: float = 600.0
+    server_tools: bool = False
     calls: deque[ModelCall] = field(default_factory=lambda: deque(maxlen=CALLS_KEPT))
     call_count: int = 0
     record_errors: list[str] = field(default_factory=list)
@@ -450,6 +494,15 @@ class ModelProxy:
                     return
                 body = self._body()
                 call.bytes_up = len(body)
+                tools = [] if proxy.server_tools else server_side_tools(proxy.api, body)
+                if tools:
+                    self._refuse(
+                        call,
+                        403,
+                        f"server-side tools not allowed ({', '.join(sorted(set(tools)))}): the"
+                        " vendor would reach the network for the seat",
+                    )
+                    return
                 kept_query = [(k, v) for k, v in query if k in QUERY_KEPT]
                 target = path + (f"?{urlencode(kept_query)}" if kept_query else "")
                 try:

@@ -130,6 +130,7 @@ def seat_proxy(
             client.api,
             host=gateway,
             record=events.add_model_call,
+            server_tools=bool(cfg.agent.get("server_tools", False)),
         ).start()
         yield SeatProxy(name, proxy, client)
     finally:

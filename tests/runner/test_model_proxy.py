@@ -17,7 +17,7 @@ import pytest
 from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 from analysis.model_calls import failed, seat_outages
 from runner.events import EventLog
-from runner.model_proxy import TOKEN_PREFIX, ModelCall, ModelProxy
+from runner.model_proxy import TOKEN_PREFIX, ModelCall, ModelProxy, server_side_tools
 
 KEY = "sk-real-vendor-key-0123456789"
 
@@ -471,3 +471,40 @@ def test_a_long_failed_call_does_not_stretch_a_later_outage():
     ]
     outage = seat_outages(calls)[("a", "s")]
     assert outage.lost_s == pytest.approx(11) and outage.open_at_end
+
+
+@pytest.mark.parametrize(
+    ("api", "tools", "extra", "found"),
+    [
+        ("anthropic", [{"type": "web_search_20250305", "name": "web_search"}], {}, True),
+        ("anthropic", [{"type": "web_fetch_20250910", "name": "web_fetch"}], {}, True),
+        ("anthropic", [{"name": "Bash", "input_schema": {}}], {}, False),
+        ("anthropic", [{"type": "bash_20250124", "name": "bash"}], {}, False),  # runs at the seat
+        ("anthropic", [], {"mcp_servers": [{"type": "url", "url": "https://x"}]}, True),
+        ("openai", [{"type": "web_search"}], {}, True),
+        ("openai", [{"type": "mcp", "server_url": "https://x"}], {}, True),
+        ("openai", [{"type": "function", "name": "shell"}, {"type": "custom"}], {}, False),
+        ("openai", [], {"web_search_options": {}}, True),
+        ("gemini", [{"googleSearch": {}}], {}, True),
+        ("gemini", [{"urlContext": {}}], {}, True),
+        ("gemini", [{"functionDeclarations": [{"name": "run_shell_command"}]}], {}, False),
+    ],
+)
+def test_tools_the_vendor_runs_itself_are_found(api, tools, extra, found):
+    body = json.dumps({"model": "m", "tools": tools, **extra}).encode()
+    assert bool(server_side_tools(api, body)) is found
+
+
+def test_a_request_with_a_server_side_tool_never_reaches_the_vendor(anthropic):
+    web = {**_anthropic_call(), "tools": [{"type": "web_search_20250305", "name": "web_search"}]}
+    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic") as proxy:
+        token = proxy.add_seat("solo", "w1")
+        status, _, body = _post(proxy, "/v1/messages", web, {"x-api-key": token})
+        assert status == 403 and b"web_search_20250305" in body
+        plain = _post(proxy, "/v1/messages", _anthropic_call(), {"x-api-key": token})
+        assert plain[0] == 200
+    assert len(anthropic.requests) == 1  # only the plain call
+    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic", server_tools=True) as proxy:
+        token = proxy.add_seat("solo", "w1")
+        _post(proxy, "/v1/messages", web, {"x-api-key": token})
+    assert len(anthropic.requests) == 2  # with server_tools=True it was forwarded
