@@ -25,7 +25,7 @@ import pandas as pd
 from analysis import formulas, stats
 from analysis._git import CommitGraph, DeadEnd, dead_ends
 from analysis.figures import FigureResult, make_figures
-from analysis.model_calls import SeatOutage, seat_outages
+from analysis.model_calls import SeatOutage, is_generation, seat_outages
 from analysis.tables import (
     RunInfo,
     Tables,
@@ -840,9 +840,22 @@ def _formulas(tables: Tables, run: RunInfo) -> list[str]:
     wire = arms.dropna(subset=["wire_output_tokens"])
     if len(wire):
         shown = ", ".join(f"{r.arm} {int(r.wire_output_tokens):,}" for r in wire.itertuples())
+        calls = tables.model_calls
+        answered = calls[
+            (calls["status"] == 200)
+            & ~calls["failed"].astype(bool)
+            & calls["path"].map(is_generation).astype(bool)
+        ]
+        silent = int(answered["output"].isna().sum())
+        lower = (
+            f"; {silent} answered model call(s) reported no usage (a stream without its usage "
+            "chunk, or a body too large to read), so these totals are a lower bound"
+            if silent
+            else ""
+        )
         out.append(
             f"- on the wire (output tokens the vendor's responses reported, read by the model "
-            f"proxy; the check on the records above): {shown}."
+            f"proxy; the check on the records above): {shown}{lower}."
         )
     return out
 

@@ -360,6 +360,13 @@ def test_tokens_on_the_wire_are_the_check_on_the_records(run_factory):
         "the CLIs' records 1,000 (-2,500)." in solid
     )
     assert "swarm: the vendor's responses reported" not in solid  # 2,000 on both sides
+    # The fixture's 200s all carry usage here: no lower-bound remark.
+    assert "reported no usage" not in text
+    with events.connect() as db:
+        db.execute("UPDATE model_calls SET output = NULL WHERE arm = 'solo' AND started_at < ?",
+                   (T0 + 10,))  # fmt: skip
+    assert main([str(run.path)]) == 0
+    assert "1 answered model call(s) reported no usage" in _report(run.path)
 
 
 def test_routes_refused_to_a_seat_are_listed(run_factory):
