@@ -1,15 +1,19 @@
-"""A real CLI in a seat of ``python -m runner``: ``agent=claude_code`` (and ``codex``, ``gemini``)
-``arm=solo`` for half a minute against the local endpoint of its vendor's protocol
-(``agents/endpoints``) on an internal Docker network.
+"""A real CLI in a seat of ``python -m runner``: ``agent=claude_code`` (and ``codex``, ``gemini``,
+``mini_swe``) ``arm=solo`` for 45 seconds against the local endpoint of its vendor's protocol
+(``agents/endpoints``), through the run's model proxy (``agent.network=proxy``, the default).
 
-The endpoint plays a short session (commit a change, ``submit``, answer), after which the CLI
-exits long before the deadline: the supervisor must resume it with the CLI's own mechanism
-(Claude Code's ``--continue``, Codex's ``exec resume --last``, Gemini's ``--resume latest``) and
-the keep-going message, again until the deadline. The test checks that the submission reached
-the judge and got its verdict, that the ``tokens`` table equals what the endpoint reported
-(every resumed call included, none twice), that every restart is a lifecycle event naming the
-resume mechanism and that the resumed calls carried the session's history, that the seat's
-prompt is recorded, and that the key is in no file of the run.
+The endpoint listens on the host's loopback, which no container reaches, so every call must
+pass the proxy; it answers the first two model calls ``429 Retry-After: 1`` and then plays a
+short session (commit a change, ``submit``, answer), after which the CLI exits long before the
+deadline: the supervisor must resume it with the CLI's own mechanism (Claude Code's
+``--continue``, Codex's ``exec resume --last``, Gemini's ``--resume latest``) and the keep-going
+message, again until the deadline. The test checks that the submission reached the judge and
+got its verdict, that the ``tokens`` table and the tokens the proxy read on the wire both equal
+what the endpoint reported (every resumed call included, none twice), that every restart is a
+lifecycle event naming the resume mechanism and that the resumed calls carried the session's
+history, that the seat's prompt is recorded, that the agent saw a seat token and never the key
+(which is in no file of the run), that every call is in ``model_calls`` and none was refused,
+and that the seat's lost time matches the endpoint's own clock.
 
 Fast tests (no engine, no CLI): a missing key is one line and exit 2 before anything starts.
 """
