@@ -194,26 +194,40 @@ class _SlowStream(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
 
-def test_a_stream_is_passed_on_as_it_arrives_not_when_it_ends():
+@pytest.fixture
+def slow_stream():
+    """The URL of an upstream that streams one event and holds the last one back until
+    ``_SlowStream.release`` is set."""
+    _SlowStream.release.clear()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowStream)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with ModelProxy(f"http://127.0.0.1:{server.server_address[1]}", KEY, api="any") as proxy:
-            token = proxy.add_seat("solo", "w1")
-            host, port = proxy.address
-            conn = http.client.HTTPConnection(host, port, timeout=15)
-            conn.request("POST", "/stream", b"{}", {"authorization": f"Bearer {token}"})
-            response = conn.getresponse()
-            # The upstream holds its last event back until we have the first: a proxy that
-            # buffered the stream would time out here.
-            first = response.read1(1024)
-            assert first == b"data: first\n\n"
-            _SlowStream.release.set()
-            assert response.read() == b"data: last\n\n"
-            conn.close()
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        _SlowStream.release.set()
         server.shutdown()
         server.server_close()
+
+
+def _first_event(proxy: ModelProxy) -> tuple[http.client.HTTPConnection, Any]:
+    """A seat's streamed call through ``proxy``, read up to its first event."""
+    token = proxy.add_seat("solo", "w1")
+    host, port = proxy.address
+    conn = http.client.HTTPConnection(host, port, timeout=15)
+    conn.request("POST", "/stream", b"{}", {"authorization": f"Bearer {token}"})
+    response = conn.getresponse()
+    # The upstream holds its last event back until we have the first: a proxy that buffered
+    # the stream would time out here.
+    assert response.read1(1024) == b"data: first\n\n"
+    return conn, response
+
+
+def test_a_stream_is_passed_on_as_it_arrives_not_when_it_ends(slow_stream):
+    with ModelProxy(slow_stream, KEY, api="any") as proxy:
+        conn, response = _first_event(proxy)
+        _SlowStream.release.set()
+        assert response.read() == b"data: last\n\n"
+        conn.close()
 
 
 def _closed_port() -> int:
@@ -351,53 +365,26 @@ def test_a_seat_cannot_hold_more_than_its_share_of_connections(anthropic, monkey
         assert status == 200
 
 
-def test_a_seat_that_goes_away_mid_stream_is_recorded_with_what_was_sent():
-    _SlowStream.release.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowStream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with ModelProxy(f"http://127.0.0.1:{server.server_address[1]}", KEY, api="any") as proxy:
-            token = proxy.add_seat("solo", "w1")
-            host, port = proxy.address
-            conn = http.client.HTTPConnection(host, port, timeout=15)
-            conn.request("POST", "/stream", b"{}", {"authorization": f"Bearer {token}"})
-            response = conn.getresponse()
-            assert response.read1(1024) == b"data: first\n\n"
-            conn.sock.shutdown(socket.SHUT_RDWR)
-            conn.close()
-            _SlowStream.release.set()  # the last event meets a closed seat
-            deadline = time.time() + 10
-            while not proxy.calls and time.time() < deadline:
-                time.sleep(0.05)
-    finally:
-        _SlowStream.release.set()
-        server.shutdown()
-        server.server_close()
+def test_a_seat_that_goes_away_mid_stream_is_recorded_with_what_was_sent(slow_stream):
+    with ModelProxy(slow_stream, KEY, api="any") as proxy:
+        conn, _ = _first_event(proxy)
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        _SlowStream.release.set()  # the last event meets a closed seat
+        deadline = time.time() + 10
+        while not proxy.calls and time.time() < deadline:
+            time.sleep(0.05)
     (call,) = proxy.calls
     assert call.status == 200 and call.error.startswith("seat went away"), call
     assert not failed(call.__dict__)  # the seat's doing, not the endpoint's
 
 
-def test_stopping_the_proxy_cuts_and_records_the_calls_in_flight():
-    _SlowStream.release.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowStream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        proxy = ModelProxy(f"http://127.0.0.1:{server.server_address[1]}", KEY, api="any")
-        proxy.start()
-        token = proxy.add_seat("solo", "w1")
-        host, port = proxy.address
-        conn = http.client.HTTPConnection(host, port, timeout=15)
-        conn.request("POST", "/stream", b"{}", {"authorization": f"Bearer {token}"})
-        response = conn.getresponse()
-        assert response.read1(1024) == b"data: first\n\n"
-        threading.Timer(1.0, _SlowStream.release.set).start()  # the vendor goes on later
-        proxy.stop()  # the run ends with the stream still open
-        conn.close()
-    finally:
-        _SlowStream.release.set()
-        server.shutdown()
-        server.server_close()
+def test_stopping_the_proxy_cuts_and_records_the_calls_in_flight(slow_stream):
+    proxy = ModelProxy(slow_stream, KEY, api="any").start()
+    conn, _ = _first_event(proxy)
+    threading.Timer(1.0, _SlowStream.release.set).start()  # the vendor goes on later
+    proxy.stop()  # the run ends with the stream still open
+    conn.close()
     assert proxy.call_count == 1, list(proxy.calls)
     (call,) = proxy.calls
     assert call.error.startswith("seat went away"), call
