@@ -32,6 +32,7 @@ from omegaconf import DictConfig
 from agents.clients import Client, ClientMissing, KeyMissing, get_client, model_network
 from arms.prompts import RenderedPrompt, render_keep_going, render_prompt
 from isolation.backends import AgentSpec
+from isolation.host_firewall import HostFirewall, firewall_problem
 from isolation.workspace import AgentWorkspace, ArmWorkspace
 from runner.events import EventLog
 from runner.model_proxy import ModelProxy
@@ -122,6 +123,7 @@ def seat_proxy(
     )
     summary: dict[str, Any] = {"network": name}
     proxy: ModelProxy | None = None
+    firewall: HostFirewall | None = None
     try:
         proxy = ModelProxy(
             client.base_url(environ),
@@ -132,8 +134,11 @@ def seat_proxy(
             record=events.add_model_call,
             server_tools=bool(cfg.agent.get("server_tools", False)),
         ).start()
+        summary["host_firewall"], firewall = _close_the_host(docker, name, gateway, proxy)
         yield SeatProxy(name, proxy, client)
     finally:
+        if firewall is not None:
+            firewall.remove()
         if proxy is not None:
             proxy.stop()
             summary.update(
@@ -148,6 +153,28 @@ def seat_proxy(
         finally:
             docker.close()
             events.set_meta(proxy=summary)
+
+
+def _close_the_host(
+    docker: Any, network: str, gateway: str, proxy: ModelProxy
+) -> tuple[str, HostFirewall | None]:
+    """Host rules letting the seats' network reach the proxy's port and no other service of
+    this host; (what the meta says, the rules to remove). Without root or iptables the run goes
+    on with a warning: the seats can then reach host services listening on all addresses."""
+    problem = firewall_problem()
+    if problem is None:
+        net = docker.networks.get(network)
+        options = net.attrs.get("Options") or {}
+        bridge = options.get("com.docker.network.bridge.name") or f"br-{net.id[:12]}"
+        firewall = HostFirewall(bridge, gateway, proxy.address[1], f"swarmlab {network}")
+        try:
+            firewall.apply()
+        except RuntimeError as exc:
+            problem = str(exc)
+        else:
+            return f"on: from {bridge} only tcp {gateway}:{proxy.address[1]} (the proxy)", firewall
+    print(f"WARNING: host firewall for the seats off ({problem})", flush=True)
+    return f"off: {problem}", None
 
 
 def is_solo(arm: ArmWorkspace) -> bool:

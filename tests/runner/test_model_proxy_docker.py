@@ -1,18 +1,24 @@
-"""The seats' network, with real containers: on a run's proxy network
-(``agents.clients.model_network(isolated=True)``) a seat reaches the model proxy on the gateway
-and nothing else — not another seat, not the outside, not a service on the host's loopback."""
+"""The seats' network, with real containers: on a run's proxy network (``runner.seats.seat_proxy``:
+internal, no traffic between containers, host firewall) a seat reaches the model proxy on the
+gateway and nothing else — not another seat, not the outside, not a service of the host."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import threading
 import time
 
 import pytest
+from omegaconf import OmegaConf
 
 from agents.clients import model_network
 from agents.endpoints import ENDPOINTS, session_script
-from runner.model_proxy import ModelProxy
+from isolation.host_firewall import firewall_problem
+from runner.events import EventLog
+from runner.seats import seat_proxy
 
 KEY = "sk-real-vendor-key-for-the-network-test"
 
@@ -59,52 +65,92 @@ def _ip(container, network: str) -> str:
     return container.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
 
 
-@pytest.mark.docker
-def test_a_seat_reaches_the_proxy_and_nothing_else(docker_client, base_image):
-    tag = f"{os.getpid()}-{time.time_ns() % 10**6}"
-    networks = []
-    servers = []
+class _HostService:
+    """A TCP service of the host listening on all addresses (as sshd or a notebook would)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("0.0.0.0", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _probe(docker_client, image: str, network: str, gateway: str, proxy_port: int, token: str,
+           host_port: int) -> dict:  # fmt: skip
+    """Start a listening seat on ``network``, then probe from another: that seat, the
+    outside, the host's service, and a model call through the proxy."""
+    server = _run(
+        docker_client, image, network, ["/usr/bin/python3", "-m", "http.server", "8000"],
+        detach=True,
+    )  # fmt: skip
     try:
-        # The run's network (containers cannot reach each other) and, as a control showing the
-        # probe can see a reachable seat, an internal network that lets them.
-        seats, gateway = model_network(docker_client, f"swarmlab-test-seats-{tag}", isolated=True)
-        control, _ = model_network(docker_client, f"swarmlab-test-open-{tag}")
-        networks += [seats, control]
-        endpoint = ENDPOINTS["anthropic"](session_script("anthropic"), api_key=KEY)
-        with (
-            endpoint,
-            ModelProxy(endpoint.url, KEY, "x-api-key", "anthropic", host=gateway) as proxy,
-        ):
-            token = proxy.add_seat("solo", "w1")
-            results = {}
-            for network in (seats, control):
-                server = _run(
-                    docker_client, base_image, network,
-                    ["/usr/bin/python3", "-m", "http.server", "8000"], detach=True,
-                )  # fmt: skip
-                servers.append(server)
-                time.sleep(1.0)  # the server binds its port
-                targets = [
-                    ["other_seat", _ip(server, network), 8000],
-                    ["outside", "1.1.1.1", 443],
-                    ["host_loopback_service", gateway, endpoint.address[1]],
-                ]
-                out = _run(
-                    docker_client, base_image, network,
-                    ["/usr/bin/python3", "-c", PROBE, json.dumps(targets), gateway,
-                     str(proxy.address[1]), token],
-                    detach=False,
-                )  # fmt: skip
-                results[network] = json.loads(out.decode().strip().splitlines()[-1])
+        time.sleep(1.0)  # the server binds its port
+        targets = [
+            ["other_seat", _ip(server, network), 8000],
+            ["outside", "1.1.1.1", 443],
+            ["host_service", gateway, host_port],
+        ]
+        out = _run(
+            docker_client, image, network,
+            ["/usr/bin/python3", "-c", PROBE, json.dumps(targets), gateway, str(proxy_port),
+             token],
+            detach=False,
+        )  # fmt: skip
+        return json.loads(out.decode().strip().splitlines()[-1])
     finally:
-        for server in servers:
-            server.remove(force=True)
-        for name in networks:
-            docker_client.networks.get(name).remove()
-    on_seats, on_control = results[seats], results[control]
-    assert on_control["other_seat"] == "connected", results  # the probe can see a seat
+        server.remove(force=True)
+
+
+@pytest.mark.docker
+def test_a_seat_reaches_the_proxy_and_nothing_else(docker_client, base_image, tmp_path):
+    """The run's seats network as ``runner.seats.seat_proxy`` sets it up (proxy, network, host
+    firewall) against a control network without any of it, probed from real containers."""
+    problem = firewall_problem()
+    if problem and os.environ.get("CI", "").lower() in ("", "0", "false"):
+        pytest.skip(f"host firewall: {problem}")
+    tag = f"{os.getpid()}-{time.time_ns() % 10**6}"
+    cfg = OmegaConf.create({"agent": {"client": "claude_code", "network": "proxy"}})
+    events = EventLog(tmp_path / "events.sqlite")
+    service = _HostService()
+    endpoint = ENDPOINTS["anthropic"](session_script("anthropic"), api_key=KEY)
+    control, control_gateway = model_network(docker_client, f"swarmlab-test-open-{tag}")
+    try:
+        environ = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": endpoint.url}
+        with endpoint, seat_proxy(cfg, events, f"test-{tag}", environ) as seats:
+            assert seats is not None
+            gateway, port = seats.proxy.address
+            token = seats.environ("solo", "w1", {})["ANTHROPIC_API_KEY"]
+            assert token.startswith("sk-swarmlab-seat-")
+            on_seats = _probe(docker_client, base_image, seats.network, gateway, port, token,
+                              service.port)  # fmt: skip
+            on_control = _probe(docker_client, base_image, control, control_gateway, port,
+                                token, service.port)  # fmt: skip
+            rules = subprocess.run(["iptables", "-S", "INPUT"], capture_output=True, text=True)
+    finally:
+        service.close()
+        docker_client.networks.get(control).remove()
+    results = {"seats": on_seats, "control": on_control}
+    # The control shows the probe can see a reachable seat and a reachable host service.
+    assert on_control["other_seat"] == "connected", results
+    assert on_control["host_service"] == "connected", results
     assert on_seats["other_seat"] != "connected", results
+    assert on_seats["host_service"] != "connected", results
     assert on_seats["outside"] != "connected" and on_control["outside"] != "connected", results
-    assert on_seats["host_loopback_service"] != "connected", results
     assert on_seats["proxy"] == 200, results
-    assert [r.authorized for r in endpoint.requests] == [True, True]  # the key was the proxy's
+    assert all(r.authorized for r in endpoint.requests)  # the key was the proxy's
+    meta = events.meta()["proxy"]
+    assert meta["host_firewall"].startswith("on: "), meta
+    assert f"swarmlab {meta['network']}" in rules.stdout  # while it ran
+    after = subprocess.run(["iptables", "-S", "INPUT"], capture_output=True, text=True).stdout
+    assert meta["network"] not in after  # and gone with the network
+    assert not docker_client.networks.list(names=[meta["network"]])
