@@ -364,6 +364,12 @@ def not_solid(tables: Tables, run: RunInfo) -> list[str]:
         )
     out += _asymmetries(run, tables)
     out += _endpoint_findings(tables, run)
+    firewall = str((run.meta.get("proxy") or {}).get("host_firewall") or "")
+    if firewall.startswith("off"):
+        out.append(
+            f"The host firewall for the seats' network was {firewall}: the seats could reach "
+            "services of the host listening on all addresses, not only the model proxy."
+        )
     out += _wire_findings(tables)
     wrong_ok = ev[(ev["verdict"] == "WRONG") & (ev["tokens_correct"].fillna(False))]
     if len(wrong_ok):
@@ -639,6 +645,13 @@ def _endpoint_section(tables: Tables, run: RunInfo) -> list[str]:
             f"(never forwarded): {shown}.",
         ]
     proxy = run.meta.get("proxy") or {}
+    firewall = str(proxy.get("host_firewall") or "")
+    if firewall.startswith("off"):
+        out += [
+            "",
+            f"Host firewall for the seats' network: {firewall}. Services of the host listening on "
+            "all addresses were reachable from the seats at the network's gateway.",
+        ]
     errors = proxy.get("record_errors") or []
     seen = proxy.get("calls")
     if errors or (isinstance(seen, int) and seen > len(calls)):

@@ -387,3 +387,17 @@ def test_routes_refused_to_a_seat_are_listed(run_factory):
     )
     # Refusals are the seat's doing, not the endpoint's: no failure, no lost time.
     assert "| swarm | 3 | 9 | 3 (429 ×2, unreachable ×1) | 2 | 0.5 | 10.3% |" in section
+
+
+def test_a_host_firewall_that_was_off_is_said(run_factory):
+    run = run_factory(model_calls=True)
+    proxy = {"network": "n", "calls": 9, "record_errors": [], "host_firewall": "off: not root"}
+    EventLog(run.path / "events.sqlite").set_meta(proxy=proxy)
+    assert main([str(run.path)]) == 0
+    text = _report(run.path)
+    assert "Host firewall for the seats' network: off: not root." in _section(
+        text, "Model endpoint"
+    )
+    assert "The host firewall for the seats' network was off: not root" in _section(
+        text, "What is not solid"
+    )
