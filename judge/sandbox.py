@@ -9,6 +9,7 @@ so nothing the candidate leaves running can slow the baseline down.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -69,12 +70,16 @@ class _Stream:
         remaining = None if deadline is None else deadline - time.perf_counter()
         if remaining is not None and remaining <= 0:
             raise TimeoutError
-        self.sock.settimeout(remaining)
         try:
+            self.sock.settimeout(remaining)
             chunk = self.sock.recv(1 << 16)
         except TimeoutError:
             raise
-        except OSError:
+        except OSError as exc:
+            if exc.errno == errno.EBADF:  # our end of the socket is gone: not the engine's doing
+                raise InfrastructureFault(
+                    f"the judge lost its socket to the engine: {exc}"
+                ) from exc
             chunk = b""
         if not chunk:
             self.closed = True
@@ -112,7 +117,12 @@ class EngineProcess:
             user=container.user,
         )["Id"]
         raw = api.exec_start(self.exec_id, socket=True)
-        self._stream = _Stream(getattr(raw, "_sock", raw))
+        # A socket of our own (a duplicate of the descriptor): on a Unix socket docker-py keeps
+        # no reference to the HTTP response behind ``raw``, and when that response is collected
+        # it closes the descriptor under the judge (seen in CI: "[Errno 9] Bad file descriptor",
+        # charged to a candidate as a crash). ``raw`` is closed with ours in close().
+        self._io = raw
+        self._stream = _Stream(getattr(raw, "_sock", raw).dup())
         self.requests: list[tuple[str, float]] = []
 
     @property
@@ -132,6 +142,10 @@ class EngineProcess:
         try:
             self._stream.sock.sendall(line)
         except OSError as exc:
+            if exc.errno == errno.EBADF:  # our end of the socket is gone: the judge's fault
+                raise InfrastructureFault(
+                    f"the judge lost its socket to the engine before {op}: {exc}"
+                ) from exc
             raise EngineFailure("crash", f"engine process gone before {op}: {exc}") from None
         deadline = start + timeout
         stream = self._stream
@@ -160,6 +174,8 @@ class EngineProcess:
         with suppress(OSError):
             self._stream.sock.shutdown(socket.SHUT_WR)
         self._stream.sock.close()
+        with suppress(Exception):
+            self._io.close()
 
 
 @dataclass
