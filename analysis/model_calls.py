@@ -38,11 +38,17 @@ def is_generation(path: str) -> bool:
     return bool(_GENERATION.fullmatch(str(path or "")))
 
 
+def _unanswered(call: Mapping[str, Any]) -> bool:
+    """True when the vendor never answered the call (None, or NaN from pandas)."""
+    upstream = call.get("upstream_status")
+    return upstream is None or upstream == "" or upstream != upstream
+
+
 def failed(call: Mapping[str, Any]) -> bool:
     """True when a recorded call failed on the endpoint's side (see the module's text)."""
     upstream = call.get("upstream_status")
     error = str(call.get("error") or "")
-    if upstream is None or upstream == "" or upstream != upstream:  # None, or NaN from pandas
+    if _unanswered(call):  # unreachable (502), not a refusal by the proxy
         return bool(error) and int(call.get("status") or 0) in (0, 502)
     status = int(upstream)
     return status in RETRYABLE or status >= 500 or error.startswith("vendor stream")
@@ -50,7 +56,7 @@ def failed(call: Mapping[str, Any]) -> bool:
 
 def failure_label(call: Mapping[str, Any]) -> str:
     upstream = call.get("upstream_status")
-    if upstream is None or upstream == "" or upstream != upstream:
+    if _unanswered(call):
         return "unreachable"
     error = str(call.get("error") or "")
     if error.startswith("vendor stream broke"):
@@ -99,7 +105,7 @@ def seat_outages(calls: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Se
             elif (
                 began is not None
                 and is_generation(str(call.get("path") or ""))
-                and not _refused_by_proxy(call)
+                and not _unanswered(call)
             ):
                 seat.outages += 1
                 seat.lost_s += start - began
@@ -110,8 +116,3 @@ def seat_outages(calls: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Se
             seat.open_at_end = True
         seat.lost_s = round(seat.lost_s, 3)
     return out
-
-
-def _refused_by_proxy(call: Mapping[str, Any]) -> bool:
-    upstream = call.get("upstream_status")
-    return upstream is None or upstream == "" or upstream != upstream
