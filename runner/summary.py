@@ -54,7 +54,7 @@ class ArmSummary:
     model_lost_s: float | None = None
     # Output tokens (reasoning included) the vendor reported in its responses, read on the wire
     # by the proxy: the check on the CLIs' own records, which token cost per gain uses.
-    model_output_tokens: int | None = None
+    wire_output_tokens: int | None = None
 
 
 def is_ancestor(repo: Path, ancestor: str, commit: str) -> bool:
@@ -173,7 +173,7 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
             rows[-1].model_calls = sum(o.calls for o in seats)
             rows[-1].model_call_failures = sum(o.failed for o in seats)
             rows[-1].model_lost_s = round(sum(o.lost_s for o in seats), 1)
-            rows[-1].model_output_tokens = sum(
+            rows[-1].wire_output_tokens = sum(
                 c["output"] or 0 for c in calls if c["arm"] == arm and c["agent"]
             )
     return rows

@@ -221,7 +221,7 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     assert outage.lost_s >= 1.0  # the CLI honoured Retry-After: 1 (or waited longer)
     (row,) = list(csv.DictReader((run_dir / "summary.csv").open()))
     assert int(row["model_call_failures"]) == 2
-    assert int(row["model_output_tokens"]) == sum(t["output"] for t in wire.values())
+    assert int(row["wire_output_tokens"]) == sum(t["output"] for t in wire.values())
     assert float(row["model_lost_s"]) == pytest.approx(outage.lost_s, abs=0.05)
     assert seconds < 180, report
 
