@@ -20,6 +20,7 @@ the key and the vendor's base URL.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -173,7 +174,7 @@ def _close_the_host(
             problem = str(exc)
         else:
             return f"on: from {bridge} only tcp {gateway}:{proxy.address[1]} (the proxy)", firewall
-    print(f"WARNING: host firewall for the seats off ({problem})", flush=True)
+    print(f"WARNING: host firewall for the seats off ({problem})", file=sys.stderr, flush=True)
     return f"off: {problem}", None
 
 
