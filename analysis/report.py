@@ -2,8 +2,9 @@
 
 Everything is rebuilt from ``DIR`` alone into ``DIR/analysis/`` (``tables/``, ``figures/``,
 ``report.md``); building twice gives identical tables and report. A directory that is neither a
-run (``events.sqlite``) nor a sweep (job folders under ``multirun.yaml``) is refused with one line
-on stderr and exit status 2. A run that did not finish gets a report of what exists, marked
+run (an ``events.sqlite`` that is a SQLite file) nor a sweep (job folders under
+``multirun.yaml``, or run folders at most ``SWEEP_DEPTH`` levels down) is refused at once with one
+line on stderr and exit status 2. A run that did not finish gets a report of what exists, marked
 INCOMPLETE at the top.
 """
 
@@ -1195,8 +1196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (is_run_dir(args.dir) or is_sweep_dir(args.dir)):
         print(
-            f"analysis.report: {args.dir} is neither a run directory (no events.sqlite) nor "
-            "a sweep directory (no job folders under a multirun.yaml)",
+            f"analysis.report: {args.dir} is neither a run directory (no SQLite events.sqlite) "
+            "nor a sweep directory (no job folders under a multirun.yaml)",
             file=sys.stderr,
         )
         return 2

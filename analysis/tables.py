@@ -337,9 +337,34 @@ class Tables:
 # -- finding runs ----------------------------------------------------------------------------
 
 
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: How deep under a sweep folder job folders are looked for (an override with ``/`` nests one
+#: level per slash); a shared folder such as /tmp is never walked to the bottom.
+SWEEP_DEPTH = 4
+
+
 def is_run_dir(path: Path) -> bool:
-    """True if ``path`` holds a run's event log."""
-    return (Path(path) / "events.sqlite").is_file()
+    """True if ``path`` holds a run's event log (a SQLite file, not just any ``events.sqlite``)."""
+    db = Path(path) / "events.sqlite"
+    try:
+        with db.open("rb") as fh:
+            return db.is_file() and fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    """Visible sub-folders, never through a symlink, nothing for a folder we may not read."""
+    try:
+        with os.scandir(folder) as entries:
+            return [
+                Path(e.path)
+                for e in entries
+                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+            ]
+    except OSError:
+        return []
 
 
 def _is_job(path: Path) -> bool:
@@ -360,13 +385,13 @@ def sweep_jobs(path: Path) -> list[Path]:
     if not path.is_dir() or is_run_dir(path):
         return []
     jobs = []
-    stack = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    stack = [(p, 1) for p in _subdirs(path)]
     while stack:
-        folder = stack.pop()
+        folder, depth = stack.pop()
         if _is_job(folder):
             jobs.append(folder)
-        elif folder.name != "analysis":  # our own output is never a job
-            stack.extend(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        elif folder.name != "analysis" and depth < SWEEP_DEPTH:  # our own output is no job
+            stack.extend((p, depth + 1) for p in _subdirs(folder))
     if not jobs or not ((path / "multirun.yaml").is_file() or any(map(is_run_dir, jobs))):
         return []
     return sorted(jobs)

@@ -174,6 +174,32 @@ def test_corrupt_event_log_is_bad_input(tmp_path, capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_a_shared_folder_with_stray_event_logs_is_no_sweep(tmp_path, template_run, capsys):
+    """A /tmp-like folder: random files, non-database ``events.sqlite`` files nested at several
+    depths, a symlink loop, and a real run buried deeper than any sweep nests its jobs. Before,
+    it was taken for a sweep and the build ended in ``DatabaseError: file is not a database``."""
+    shared = tmp_path / "shared"
+    (shared / "pip-cache" / "wheels").mkdir(parents=True)
+    (shared / "blob.bin").write_bytes(bytes(range(256)) * 40)
+    (shared / "pip-cache" / "wheels" / "x.whl").write_bytes(b"PK\x03\x04junk")
+    for nest in ("a", "b/c", "b/c/d/e"):
+        (shared / nest).mkdir(parents=True, exist_ok=True)
+        (shared / nest / "events.sqlite").write_bytes(b"not a database" * 64)
+    (shared / "b" / "loop").symlink_to(shared, target_is_directory=True)
+    copy_run(template_run, shared / "p1" / "p2" / "p3" / "p4" / "run")
+    assert main([str(shared)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "neither a run directory" in err
+    assert "DatabaseError" not in err
+    assert not (shared / "analysis").exists()
+    # The same stray log one level down from a multirun.yaml is a job that left no event log.
+    (shared / "multirun.yaml").write_text("hydra:\n  mode: MULTIRUN\n")
+    copy_run(template_run, shared / "seed=1", seed=1)
+    assert main([str(shared)]) == 0
+    text = _report(shared)
+    assert "Job `a` left no event log" in text
+
+
 def test_sweep_report(sweep_dir, capsys):
     assert main([str(sweep_dir)]) == 0
     text = _report(sweep_dir)
