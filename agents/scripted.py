@@ -868,6 +868,11 @@ class Worker(Agent):
             attempt.outcome, attempt.reason = "refused", why
             self.notes.log(f"{label}: submission refused: {why}")
             self.git.reset(base)
+            if "judge budget is spent" in why:
+                # Nothing more will be judged: wait for the run's end instead of asking again.
+                self.notes.log("the arm's judge budget is spent: waiting for the run to end")
+                while self.time_left() > 0:
+                    self.sleep(self.poll)
             return
         if verdict is None:
             # The deadline came first (or the judge is slow): settled later from `verdicts`.

@@ -77,6 +77,10 @@ class BudgetConfig:
     minutes: float = 60.0
     # Optional cap on submissions per agent (the seed's "turn cap"); null: none.
     max_submissions_per_agent: int | None = None
+    # Judge evaluations per arm (its agents' submissions; the runner's re-judgements aside):
+    # submissions beyond it are refused, and the run ends once every arm's were all judged,
+    # or at the deadline, whichever comes first. null: no such budget.
+    evaluations: int | None = None
     # After the deadline, evaluations already queued may finish for this long; the rest are
     # cancelled and counted as not evaluated.
     drain_minutes: float = 3.0

@@ -53,6 +53,9 @@ from runner.supervisor import Supervisor
 from tasks.schema import PROJECT_ROOT, task_root
 
 AGENTS_DIR = PROJECT_ROOT / "agents"
+# How a run ends when nobody stopped it: at its deadline, or once every arm's judge budget
+# (budget.evaluations) was judged. Both drain, re-judge and count as finished.
+NORMAL_ENDS = ("deadline", "evaluations")
 
 
 def clock(epoch: float) -> str:
@@ -359,6 +362,7 @@ class Run:
                 queue,
                 arms,
                 max_submissions_per_agent=cfg.budget.max_submissions_per_agent,
+                evaluations_per_arm=cfg.budget.evaluations,
             )
             progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
             # Real seats reach their vendor only through the run's model proxy (runner/seats.py).
@@ -369,20 +373,26 @@ class Run:
                     self.remeasure_champion(arms, queue)
                 self.install_signals()
                 backend.cleanup(run_id)
+                reason = "deadline"
                 try:
                     supervisor.start_all(first_event)
                     while not self.stopping and time.time() < deadline:
                         gateway.poll()
+                        if gateway.budget_spent():
+                            reason = "evaluations"
+                            say("every arm's judge budget is spent: stopping the agents")
+                            break
                         supervisor.check()
                         link.ensure_running()
                         progress.maybe_print(deadline)
                         time.sleep(0.25)
-                    reason = self.stopping or "deadline"
+                    reason = self.stopping or reason
                 finally:
-                    supervisor.stop_all(self.stopping or "deadline")
+                    supervisor.stop_all(self.stopping or reason)
                     backend.cleanup(run_id)
+            self.events.set_meta(ended_by=reason)
             self.drain(gateway, queue, link, reason)
-            if reason == "deadline":
+            if reason in NORMAL_ENDS:
                 self.recheck(gateway, queue, link, arms)
             return self.collect(reason, link, queue)
         except Exception:
@@ -429,7 +439,7 @@ class Run:
 
     def drain(self, gateway: Gateway, queue: JudgeQueue, link: JudgeLink, reason: str) -> None:
         """Let submissions made before the end be judged, for at most drain_minutes."""
-        limit = time.time() + (60 * self.cfg.budget.drain_minutes if reason == "deadline" else 0)
+        limit = time.time() + (60 * self.cfg.budget.drain_minutes if reason in NORMAL_ENDS else 0)
         gateway.poll()
         while self.events.pending_jobs() and time.time() < limit:
             link.ensure_running()
@@ -473,13 +483,13 @@ class Run:
 
     def collect(self, reason: str, link: JudgeLink, queue: JudgeQueue) -> int:
         ended = time.time()
-        self.events.set_meta(status="finished" if reason == "deadline" else reason, ended_at=ended)
+        self.events.set_meta(status="finished" if reason in NORMAL_ENDS else reason, ended_at=ended)
         rows = summarize(self.events, self.run_dir)
         write_summary(rows, self.run_dir / "summary.csv")
         link.stop_if_ours(queue)
         print(format_summary(rows))
         print(f"results: {self.run_dir}")
-        return 0 if reason == "deadline" else 130
+        return 0 if reason in NORMAL_ENDS else 130
 
 
 def start_experiment(cfg: DictConfig, run_dir: Path) -> int:

@@ -184,6 +184,8 @@ class Gateway:
         queue: the judge's queue.
         arms: the run's arms (from ``prepare_arm`` or ``load_arm``).
         max_submissions_per_agent: refuse submissions beyond this many per agent (None: no cap).
+        evaluations_per_arm: the arm's judge budget: refuse its agents' submissions beyond this
+            many (None: no cap). The runner's own re-judgements are not counted.
         fetch_timeout: seconds allowed to copy one commit from an agent's clone.
     """
 
@@ -194,6 +196,7 @@ class Gateway:
         arms: list[ArmWorkspace],
         *,
         max_submissions_per_agent: int | None = None,
+        evaluations_per_arm: int | None = None,
         fetch_timeout: float = 120.0,
     ) -> None:
         self.events = events
@@ -202,6 +205,7 @@ class Gateway:
         if len(self.arms) != len(arms):
             raise ValueError("two arms with the same name")
         self.max_submissions_per_agent = max_submissions_per_agent
+        self.evaluations_per_arm = evaluations_per_arm
         self.fetch_timeout = fetch_timeout
         self._board_last: dict[str, int] = {}
         # Whose turn a job takes in a judge's fair queue shared with other runs.
@@ -314,6 +318,14 @@ class Gateway:
                     raise Refused(
                         f"submission cap reached ({self.max_submissions_per_agent} per agent)"
                     )
+            if (
+                self.evaluations_per_arm is not None
+                and len(self._agent_submissions(arm)) >= self.evaluations_per_arm
+            ):
+                raise Refused(
+                    f"the arm's judge budget is spent ({self.evaluations_per_arm} evaluations"
+                    " per arm): nothing more will be judged in this run"
+                )
             try:
                 # Into a staging ref first: a commit that cannot be copied never becomes a
                 # submission, and one that was copied is never collected as garbage.
@@ -331,6 +343,28 @@ class Gateway:
         if job is None:
             self._enqueue(arm, agent.name, submission, commit)
         return {"ok": True, "submission": submission, "commit": commit}
+
+    def _agent_submissions(self, arm: ArmWorkspace) -> list[dict[str, Any]]:
+        """The submissions of the arm's own agents (not the runner's re-judgements)."""
+        names = sorted(arm.agents)
+        marks = ",".join("?" * len(names))
+        return self.events.table(
+            "submissions", f"WHERE arm = ? AND agent IN ({marks})", (arm.name, *names)
+        )
+
+    def budget_spent(self) -> bool:
+        """True when every arm had its whole judge budget (``evaluations_per_arm``) submitted
+        and judged: the run is over, whatever the clock says. False without such a budget."""
+        if self.evaluations_per_arm is None:
+            return False
+        waiting = [*self.events.pending_jobs(), *self.events.unqueued_submissions()]
+        pending = {(row["arm"], row["agent"]) for row in waiting}
+        for arm in self.arms.values():
+            if len(self._agent_submissions(arm)) < self.evaluations_per_arm:
+                return False
+            if any((arm.name, agent) in pending for agent in arm.agents):
+                return False
+        return True
 
     def _publish(self, arm: ArmWorkspace, agent: str, submission: int, commit: str) -> None:
         """``refs/submissions/<agent>/<n>``, which other agents fetch for relays."""

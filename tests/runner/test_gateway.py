@@ -319,6 +319,39 @@ def test_submission_cap(lab):
     assert reply(w1, "one")["ok"] and "cap reached" in reply(w1, "two")["error"]
 
 
+def test_an_arms_judge_budget_refuses_more_and_ends_once_all_were_judged(lab):
+    gateway = Gateway(lab.events, lab.queue, [lab.swarm, lab.solo], evaluations_per_arm=2)
+    w1, w2, solo = lab.swarm.agents["w1"], lab.swarm.agents["w2"], lab.solo.agents["w1"]
+    send(w1, {"op": "submit", "commit": commit(w1, 21)}, name="a")
+    send(w2, {"op": "submit", "commit": commit(w2, 22)}, name="b")
+    send(solo, {"op": "submit", "commit": commit(solo, 23)}, name="c")
+    gateway.poll()
+    # The swarm's two are spent between its agents; the third is refused, recorded, not lost.
+    send(w1, {"op": "submit", "commit": commit(w1, 24)}, name="d")
+    gateway.poll()
+    assert reply(w1, "a")["ok"] and reply(w2, "b")["ok"] and reply(solo, "c")["ok"]
+    assert "judge budget is spent" in reply(w1, "d")["error"]
+    refused = [r for r in lab.events.table("lifecycle") if r["event"] == "request_refused"]
+    assert [json.loads(r["detail"])["request"] for r in refused] == ["d"]
+    jobs = [s["job_id"] for s in lab.events.table("submissions")]
+    for job in jobs:
+        finish(lab.queue, job)
+    gateway.poll()
+    assert not gateway.budget_spent()  # the solo arm has one left
+    send(solo, {"op": "submit", "commit": commit(solo, 25)}, name="e")
+    gateway.poll()
+    assert not gateway.budget_spent()  # submitted, not judged yet
+    finish(lab.queue, lab.events.table("submissions")[-1]["job_id"])
+    gateway.poll()
+    assert gateway.budget_spent()
+    # The runner's own re-judgements neither use the budget nor hold the end back.
+    best = lab.events.table("submissions")[-1]["commit_sha"]
+    sid, _ = lab.events.add_submission("solo", "confirm", "solo/confirm/1", best)
+    lab.events.set_job(sid, lab.queue.enqueue(arm="solo", agent="confirm", repo="x", commit=best))
+    assert lab.events.pending_jobs() and gateway.budget_spent()
+    assert not Gateway(lab.events, lab.queue, [lab.swarm, lab.solo]).budget_spent()  # no budget
+
+
 class Crash(Exception):
     pass
 
