@@ -434,12 +434,15 @@ def not_solid(tables: Tables, run: RunInfo) -> list[str]:
             )
     out += _noise_findings(tables, run)
     life = tables.lifecycle
-    exits = life[life["event"].isin(["exited", "restarted"])]
+    exits = life[life["event"] == "exited"]
+    if run.deadline is not None:
+        # A scripted agent ends its own work at the deadline, a moment before the runner stops
+        # every seat: that exit is the deadline's doing, not one "before the deadline".
+        exits = exits[exits["at"] < run.deadline]
     for (arm, agent), group in exits.groupby(["arm", "agent"], sort=True):
-        n = int((group["event"] == "exited").sum())
-        times = ", ".join(f"{t / 60:.1f}" for t in group.loc[group["event"] == "exited", "t_s"])
+        times = ", ".join(f"{t / 60:.1f}" for t in group["t_s"])
         out.append(
-            f"{arm}/{agent} exited before the deadline {n} time(s) (at minute {times}) "
+            f"{arm}/{agent} exited before the deadline {len(group)} time(s) (at minute {times}) "
             "and was restarted with a keep-going signal."
         )
     idle = _idle(tables, run) if run.run_seconds > 0 else pd.DataFrame(columns=["gap"])

@@ -5,9 +5,33 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
 from judge.queue import JudgeQueue
+from runner.confirm import CHAMPION, PSEUDO_AGENTS, best_pass
 from runner.events import EventLog
+
+
+def arm_progress(evaluations: list[dict[str, Any]], arm: str) -> str:
+    """``N evaluated, best ...`` for one arm, by the summary's own rules: the agents' work only
+    (not the runner's re-measurements), the best PASS by tok/s. A continuation's best says
+    both ratios, over its starting champion re-measured in this run and over the task's
+    baseline (``best 3.96x champion (5.59x baseline)``): a bare "4.04x" said neither."""
+    mine = [e for e in evaluations if e["arm"] == arm and e["agent"] not in PSEUDO_AGENTS]
+    best = best_pass(evaluations, arm)
+    if best is None:
+        return f"{len(mine)} evaluated, no PASS yet"
+    metrics = json.loads(best["metrics"])
+    x_baseline = f"{metrics.get('x_baseline', 0.0):.2f}x baseline"
+    champions = [
+        json.loads(e["metrics"]).get("tok_s")
+        for e in evaluations
+        if e["arm"] == arm and e["agent"] == CHAMPION and e["verdict"] == "PASS"
+    ]
+    if champions and champions[0] and metrics.get("tok_s") is not None:
+        x_champion = metrics["tok_s"] / champions[0]
+        return f"{len(mine)} evaluated, best {x_champion:.2f}x champion ({x_baseline})"
+    return f"{len(mine)} evaluated, best {x_baseline}"
 
 
 class Progress:
@@ -27,17 +51,7 @@ class Progress:
         ]
         evaluations = self.events.table("evaluations")
         for arm in self.arms:
-            mine = [e for e in evaluations if e["arm"] == arm]
-            best = max(
-                (
-                    json.loads(e["metrics"]).get("x_baseline", 0.0)
-                    for e in mine
-                    if e["verdict"] == "PASS"
-                ),
-                default=None,
-            )
-            best_text = f"best {best:.2f}x" if best else "no PASS yet"
-            parts.append(f"{arm}: {len(mine)} evaluated, {best_text}")
+            parts.append(f"{arm}: {arm_progress(evaluations, arm)}")
         return " | ".join(parts)
 
     def maybe_print(self, deadline: float, force: bool = False) -> None:

@@ -18,7 +18,7 @@ from analysis.tables import build_tables
 from runner.events import EventLog
 from runner.model_proxy import ModelCall
 
-from .conftest import T0, copy_run
+from .conftest import RUN_S, T0, _last_id, _stamp, copy_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -101,6 +101,26 @@ def test_not_solid_is_drawn_from_the_data(built):
     assert "Timing noise" in solid and "Noise is larger than the gap" not in solid
     assert "seat counts differ: swarm 3, solo 1" in solid
     assert "Arms differ" not in solid
+
+
+def test_a_seat_that_ended_at_the_deadline_did_not_exit_before_it(run_factory):
+    """The scripted agent ends its work at the deadline and the supervisor sees it exit a
+    moment later: the demo report listed that as "exited before the deadline (at minute 5.0)"."""
+    run = run_factory()
+    events = EventLog(run.path / "events.sqlite")
+    for agent, at in (("w1", T0 + RUN_S + 0.4), ("w2", T0 + RUN_S - 30)):
+        events.lifecycle("swarm", agent, "exited", code=0, log_tail="")
+        _stamp(events, "lifecycle", _last_id(events, "lifecycle"), at)
+        events.lifecycle("swarm", agent, "restarted", restarts=1, reason="exited")
+        _stamp(events, "lifecycle", _last_id(events, "lifecycle"), at + 0.1)
+    events.lifecycle("solo", "w1", "restarted", restarts=1, reason="exited before the deadline")
+    _stamp(events, "lifecycle", _last_id(events, "lifecycle"), T0 + RUN_S + 0.5)
+    assert main([str(run.path)]) == 0
+    solid = _section(_report(run.path), "What is not solid")
+    assert "swarm/w1 exited before the deadline 1 time(s) (at minute 1.2)" in solid
+    minute = f"{(RUN_S - 30) / 60:.1f}"
+    assert f"swarm/w2 exited before the deadline 1 time(s) (at minute {minute})" in solid
+    assert "solo/w1 exited" not in solid  # a restart alone is not an exit
 
 
 def test_figures_are_valid_pngs(built):

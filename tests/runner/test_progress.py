@@ -1,0 +1,45 @@
+"""The progress line, on a real event log and judge queue (SQLite)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from judge.queue import JudgeQueue
+from judge.verdict import Evaluation, Verdict
+from runner.confirm import CHAMPION
+from runner.events import EventLog
+from runner.progress import Progress
+
+BASELINE_TOK_S = 100.0
+
+
+def _judged(events: EventLog, arm: str, agent: str, job: int, verdict: Verdict, tok_s: float):
+    sid, _ = events.add_submission(arm, agent, f"{arm}/{agent}/{job}", f"{job:040x}", "move")
+    events.set_job(sid, job)
+    metrics = {"tok_s": tok_s, "baseline_tok_s": BASELINE_TOK_S, "x_baseline": tok_s / 100.0}
+    events.add_evaluation(
+        sid, Evaluation(job_id=job, arm=arm, agent=agent, commit=f"{job:040x}", verdict=verdict,
+                        metrics=metrics if verdict == Verdict.PASS else {})
+    )  # fmt: skip
+
+
+def test_a_continuation_says_over_what_its_best_is(tmp_path: Path) -> None:
+    """The demo's continuation printed "best 4.04x" while its summary said 5.59x over the
+    baseline and 3.96x over the champion: the line now says which, by the summary's rules
+    (agents' PASSes only, best by tok/s, over the champion re-measured in this run)."""
+    events = EventLog(tmp_path / "events.sqlite")
+    queue = JudgeQueue(tmp_path / "queue.sqlite")
+    _judged(events, "continuation", CHAMPION, 1, Verdict.PASS, 141.0)
+    _judged(events, "continuation", "w1", 2, Verdict.PASS, 404.0)
+    _judged(events, "continuation", "w2", 3, Verdict.PASS, 559.0)
+    _judged(events, "continuation", "w2", 4, Verdict.WRONG, 900.0)
+    _judged(events, "solo", "w1", 5, Verdict.PASS, 250.0)
+    _judged(events, "solo", "w1", 6, Verdict.PASS, 250.0)
+    progress = Progress(events, queue, ["continuation", "solo", "swarm"], every_s=60)
+    line = progress.line(time.time() + 90)
+    parts = line.split(" | ")
+    assert parts[2] == "continuation: 3 evaluated, best 3.96x champion (5.59x baseline)"
+    assert parts[3] == "solo: 2 evaluated, best 2.50x baseline"
+    assert parts[4] == "swarm: 0 evaluated, no PASS yet"
+    assert parts[1] == "judge: 0 queued, 0 running"
