@@ -6,8 +6,12 @@ in CI the Docker tests are the point, and a silent skip would prove nothing.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +59,64 @@ def base_image(docker_client) -> str:
 def judge_private_dir(tmp_path_factory):
     """One judge private folder for the whole session: setup and preflight happen once."""
     return tmp_path_factory.mktemp("judge-private")
+
+
+def judge_services(under: Path) -> list[int]:
+    """Pids of ``python -m judge serve`` processes whose config file lies under ``under``
+    (the runner starts its judge service with ``--config <run dir>/judge.yaml``)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv]
+        if "judge" in args and "serve" in args and any(a.startswith(str(under)) for a in args):
+            pids.append(int(proc.name))
+    return pids
+
+
+def stop_judge_services(under: Path, grace_s: float = 60.0) -> list[int]:
+    """SIGTERM every judge service started from a folder under ``under`` (an evaluation in
+    progress may finish), SIGKILL what is left after ``grace_s``; returns the pids found."""
+    found = judge_services(under)
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while judge_services(under) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in judge_services(under):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return found
+
+
+@pytest.fixture
+def find_judge_services():
+    """:func:`judge_services`, for tests that check the product stops its services."""
+    return judge_services
+
+
+@pytest.fixture(autouse=True)
+def _no_judge_service_outlives_its_test(request):
+    """A test that made runs in its ``tmp_path`` leaves no judge service behind, pass or fail
+    (a failed demo test once left one running after the suite ended)."""
+    # Asked for before the test runs, so that it is torn down after this fixture.
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if tmp is not None:
+        stop_judge_services(tmp)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Whatever a test left running from pytest's temporary folders is stopped at the end."""
+    base = (
+        session.config._tmp_path_factory.getbasetemp()
+        if hasattr(session.config, "_tmp_path_factory")
+        else None
+    )
+    if base is not None:
+        stop_judge_services(Path(base), grace_s=30.0)

@@ -189,7 +189,6 @@ def test_real_cli_plays_a_session_and_its_tokens_match(
     # container's environment only.
     assert docker_client.networks.get(net).attrs["Internal"] is True
     assert _files_holding(run_dir, key.encode()) == []
-    assert seconds < 60, f"{name} took {seconds:.1f}s"
 
 
 def test_a_missing_cli_names_the_install_command(tmp_path, monkeypatch):

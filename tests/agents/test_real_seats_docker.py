@@ -223,7 +223,6 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     assert int(row["model_call_failures"]) == 2
     assert int(row["wire_output_tokens"]) == sum(t["output"] for t in wire.values())
     assert float(row["model_lost_s"]) == pytest.approx(outage.lost_s, abs=0.05)
-    assert seconds < 180, report
 
 
 def test_a_missing_key_is_one_line_and_exit_2_before_anything_starts(tmp_path):

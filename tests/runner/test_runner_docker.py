@@ -30,17 +30,25 @@ def _runner(*args: str, **kwargs) -> subprocess.Popen:
     )  # fmt: skip
 
 
+# A ceiling for runs that end on counts (budget.evaluations): never reached unless the judge
+# hangs. A busy machine makes such a run slower, not different (CI saw a 0.5-minute run
+# finish with no evaluation at all while other work shared the machine).
+CEILING_MINUTES = 20
+
+
 def _base(
     private_dir: Path,
     run_dir: Path,
     minutes: float,
     command: str = SUBMIT_ONCE,
     rechecks: tuple[int, int] = (0, 0),
+    evaluations: int | None = None,
 ) -> list[str]:
     return [
         f"judge.private_dir={private_dir}", f"hydra.run.dir={run_dir}", f"budget.minutes={minutes}",
         "budget.drain_minutes=1", "progress_every_s=5", f"agent.command=[sh,-c,{command}]",
         f"confirm.runs={rechecks[0]}", f"confirm.baseline_runs={rechecks[1]}",
+        f"budget.evaluations={'null' if evaluations is None else evaluations}",
     ]  # fmt: skip
 
 
@@ -58,14 +66,16 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def test_a_run_to_its_deadline_writes_its_summary(judge_private_dir, base_image, tmp_path):
+def test_a_run_to_its_end_writes_its_summary(judge_private_dir, base_image, tmp_path):
     run_dir = tmp_path / "run"
-    args = _base(judge_private_dir, run_dir, 0.5, rechecks=(2, 1))
+    post_then_submit = '"cd /work/repo && board post done && submit -m first --wait; sleep 1000"'
+    args = _base(judge_private_dir, run_dir, CEILING_MINUTES, post_then_submit, (2, 1), 1)
     proc = _runner("arm=solo", "judge.preflight=skip", *args)
-    out, err = proc.communicate(timeout=600)
+    out, err = proc.communicate(timeout=1500)
     assert proc.returncode == 0, err
     assert "solo" in out and f"results: {run_dir}" in out
-    assert "left]" in err  # progress lines while it ran
+    assert "left]" in err  # progress lines while it ran (an evaluation takes well over 5 s)
+    assert "judge budget is spent" in err
     events = EventLog(run_dir / "events.sqlite")
     evaluations = events.table("evaluations")
     [evaluation] = [e for e in evaluations if e["agent"] == "w1"]
@@ -77,7 +87,10 @@ def test_a_run_to_its_deadline_writes_its_summary(judge_private_dir, base_image,
     assert [e["commit_sha"] for e in confirms] == [evaluation["commit_sha"]] * 2
     assert baseline["commit_sha"] == events.meta()["start_commit"]
     assert min(e["started_at"] for e in [*confirms, baseline]) >= evaluation["finished_at"]
-    assert events.meta()["rechecks_started_at"] >= events.meta()["deadline"]
+    # The run ended on its judge budget, long before its deadline, and re-judged after that.
+    assert events.meta()["ended_by"] == "evaluations"
+    assert events.meta()["rechecks_started_at"] < events.meta()["deadline"]
+    assert events.meta()["rechecks_started_at"] >= evaluation["finished_at"]
     row = next(csv.DictReader((run_dir / "summary.csv").open()))
     assert row["evaluations"] == "1"  # the runner's re-judgements are not the agent's
     assert row["confirm_verdicts"] == ",".join(e["verdict"] for e in confirms)
@@ -106,7 +119,8 @@ def test_sigterm_stops_agents_and_keeps_partial_results(judge_private_dir, base_
 
 def test_sigkill_then_resume_loses_no_submission(judge_private_dir, base_image, tmp_path):
     run_dir = tmp_path / "run"
-    proc = _runner("arm=solo", "judge.preflight=skip", *_base(judge_private_dir, run_dir, 1.5))
+    args = _base(judge_private_dir, run_dir, CEILING_MINUTES, evaluations=1)
+    proc = _runner("arm=solo", "judge.preflight=skip", *args)
     db = run_dir / "events.sqlite"
     _wait_for(lambda: db.exists() and EventLog(db).table("submissions"), 120, "a submission")
     os.killpg(proc.pid, signal.SIGKILL)
@@ -114,7 +128,7 @@ def test_sigkill_then_resume_loses_no_submission(judge_private_dir, base_image, 
     events = EventLog(db)
     assert events.meta()["status"] == "running"
     resumed = _runner(f"resume={run_dir}")
-    _, err = resumed.communicate(timeout=600)
+    _, err = resumed.communicate(timeout=1500)
     assert resumed.returncode == 0, err
     evaluations = events.table("evaluations")
     submissions = events.table("submissions")
@@ -162,15 +176,18 @@ def test_a_continuation_starts_every_agent_from_the_champion(
     judge_private_dir, base_image, tmp_path
 ):
     first = tmp_path / "round1"
-    proc = _runner("arm=solo", "judge.preflight=skip", *_base(judge_private_dir, first, 0.3))
-    _, err = proc.communicate(timeout=600)
+    args = _base(judge_private_dir, first, CEILING_MINUTES, evaluations=1)
+    proc = _runner("arm=solo", "judge.preflight=skip", *args)
+    _, err = proc.communicate(timeout=1500)
     assert proc.returncode == 0, err
     [best] = [e for e in EventLog(first / "events.sqlite").table("evaluations")]
     assert best["verdict"] == "PASS"
     second = tmp_path / "round2"
-    args = _base(judge_private_dir, second, 0.3, command='"sleep 1000"')
+    # The champion's re-measurement is queued first, so it is judged before the run's one
+    # submission, whose verdict ends the run.
+    args = _base(judge_private_dir, second, CEILING_MINUTES, evaluations=1)
     proc = _runner("arm=continuation", f"from_run={first}", "judge.preflight=skip", *args)
-    out, err = proc.communicate(timeout=600)
+    out, err = proc.communicate(timeout=1500)
     assert proc.returncode == 0, err
     origin = second / "arms" / "continuation" / "origin.git"
     head = subprocess.run(

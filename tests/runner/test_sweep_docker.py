@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -21,23 +20,7 @@ from tasks.schema import PROJECT_ROOT
 pytestmark = pytest.mark.docker
 
 
-def judge_services(config_dir: Path) -> list[int]:
-    """Pids of `python -m judge serve` processes started from a run folder under config_dir."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        args = [a.decode(errors="replace") for a in argv]
-        if "judge" in args and "serve" in args and any(a.startswith(str(config_dir)) for a in args):
-            pids.append(int(proc.name))
-    return pids
-
-
-def test_sweep_through_joblib(judge_private_dir, base_image, tmp_path):
+def test_sweep_through_joblib(judge_private_dir, base_image, tmp_path, find_judge_services):
     sweep_dir = tmp_path / "sweep"
     started = time.monotonic()
     try:
@@ -54,10 +37,10 @@ def test_sweep_through_joblib(judge_private_dir, base_image, tmp_path):
         # the evaluation in progress finish (a re-judgement still running when a job's
         # re-judging phase timed out takes up to ~40 s here), so allow for one evaluation.
         deadline = time.monotonic() + 90
-        while (left := judge_services(sweep_dir)) and time.monotonic() < deadline:
+        while (left := find_judge_services(sweep_dir)) and time.monotonic() < deadline:
             time.sleep(0.5)
     finally:
-        for pid in judge_services(sweep_dir):  # whatever a failure left behind
+        for pid in find_judge_services(sweep_dir):  # whatever a failure left behind
             os.kill(pid, signal.SIGTERM)
     report = f"{wall:.0f} s\n{result.stdout}\n{result.stderr[-4000:]}"
     print(report)
