@@ -12,6 +12,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import select
 import socket
 import sys
 import time
@@ -23,19 +25,13 @@ from typing import Any
 
 from isolation import docker_client, host_python_mounts
 from judge.config import SandboxConfig
+from judge.protocol import MAX_LINE_BYTES, EngineFailure, Reply, check_reply, parse_line
+
+__all__ = ["EngineFailure", "EngineProcess", "InfrastructureFault", "Sandbox", "SandboxContainer"]
 
 SANDBOX_LABEL = "org.swarmlab.judge.sandbox"
 DEVICE_LABEL = "org.swarmlab.judge.device"
 _STDERR_KEEP = 64 * 1024
-
-
-class EngineFailure(Exception):
-    """The engine did something wrong (the candidate's fault). ``kind`` is the reason code:
-    ``timeout``, ``crash`` or ``protocol``."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 class InfrastructureFault(Exception):
@@ -53,15 +49,39 @@ def sandbox_python(cfg: SandboxConfig) -> str:
     return sys.executable if cfg.python == "auto" else cfg.python
 
 
+class LineTooLong(Exception):
+    """More than the allowed bytes arrived without a newline."""
+
+
 class _Stream:
-    """Reads Docker's multiplexed attach stream (8-byte frame headers) from a raw socket."""
+    """Reads Docker's multiplexed attach stream (8-byte frame headers) from a raw socket.
+
+    Frames are consumed as they arrive, never buffered whole (a header may announce up to
+    4 GiB), so the judge holds at most one line of stdout plus one read, and a kept tail of
+    stderr.
+    """
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self._raw = bytearray()
+        self._header = bytearray()
+        self._kind = 0
+        self._left = 0  # payload bytes of the current frame still to come
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.closed = False
+
+    def _recv(self, timeout: float | None) -> bytes:
+        try:
+            self.sock.settimeout(timeout)
+            return self.sock.recv(1 << 16)
+        except TimeoutError:
+            raise
+        except OSError as exc:
+            if exc.errno == errno.EBADF:  # our end of the socket is gone: not the engine's doing
+                raise InfrastructureFault(
+                    f"the judge lost its socket to the engine: {exc}"
+                ) from exc
+            return b""
 
     def pump(self, deadline: float | None) -> None:
         """Read at least one chunk, or raise TimeoutError at ``deadline``; sets ``closed``."""
@@ -70,33 +90,73 @@ class _Stream:
         remaining = None if deadline is None else deadline - time.perf_counter()
         if remaining is not None and remaining <= 0:
             raise TimeoutError
-        try:
-            self.sock.settimeout(remaining)
-            chunk = self.sock.recv(1 << 16)
-        except TimeoutError:
-            raise
-        except OSError as exc:
-            if exc.errno == errno.EBADF:  # our end of the socket is gone: not the engine's doing
-                raise InfrastructureFault(
-                    f"the judge lost its socket to the engine: {exc}"
-                ) from exc
-            chunk = b""
+        chunk = self._recv(remaining)
         if not chunk:
             self.closed = True
             return
-        self._raw += chunk
-        while len(self._raw) >= 8:
-            size = int.from_bytes(self._raw[4:8], "big")
-            if len(self._raw) < 8 + size:
-                break
-            kind, payload = self._raw[0], bytes(self._raw[8 : 8 + size])
-            del self._raw[: 8 + size]
-            if kind == 1:
-                self.stdout += payload
+        self.feed(chunk)
+
+    def feed(self, chunk: bytes) -> None:
+        """Demultiplex one chunk of the attach stream, whatever its frame boundaries."""
+        view, i = memoryview(chunk), 0
+        while i < len(view):
+            if self._left == 0:
+                take = min(8 - len(self._header), len(view) - i)
+                self._header += view[i : i + take]
+                i += take
+                if len(self._header) == 8:
+                    self._kind = self._header[0]
+                    self._left = int.from_bytes(self._header[4:8], "big")
+                    self._header.clear()
+                continue
+            take = min(self._left, len(view) - i)
+            part = view[i : i + take]
+            i += take
+            self._left -= take
+            if self._kind == 1:
+                self.stdout += part
             else:
-                self.stderr += payload
+                self.stderr += part
                 if len(self.stderr) > 2 * _STDERR_KEEP:
                     del self.stderr[:-_STDERR_KEEP]
+
+    def ready(self) -> bool:
+        """Read what has already arrived, without waiting; whether any stdout is buffered."""
+        for _ in range(64):  # bounded: an engine flooding stderr cannot hold the judge here
+            if self.stdout or self.closed:
+                break
+            try:
+                readable, _, _ = select.select([self.sock], [], [], 0)
+            except (OSError, ValueError) as exc:
+                raise InfrastructureFault(
+                    f"the judge lost its socket to the engine: {exc}"
+                ) from exc
+            if not readable:
+                break
+            self.pump(None)
+        return bool(self.stdout)
+
+    def read_line(self, deadline: float | None, limit: int = MAX_LINE_BYTES) -> bytes:
+        """The next stdout line, newline stripped. Each byte is scanned once.
+
+        Raises:
+            TimeoutError: no full line by ``deadline``.
+            EOFError: the stream ended first.
+            LineTooLong: more than ``limit`` bytes arrived without a newline.
+        """
+        start = 0
+        while True:
+            end = self.stdout.find(b"\n", start)
+            if 0 <= end <= limit:
+                line = bytes(self.stdout[:end])
+                del self.stdout[: end + 1]
+                return line
+            if end > limit or len(self.stdout) > limit:
+                raise LineTooLong
+            if self.closed:
+                raise EOFError
+            start = len(self.stdout)
+            self.pump(deadline)
 
 
 class EngineProcess:
@@ -124,51 +184,67 @@ class EngineProcess:
         self._io = raw
         self._stream = _Stream(getattr(raw, "_sock", raw).dup())
         self.requests: list[tuple[str, float]] = []
+        self.batch = 0  # rows the engine holds: prompts of the last prefill sent
 
     @property
     def stderr_tail(self) -> str:
         return bytes(self._stream.stderr[-4096:]).decode("utf-8", "replace")
 
-    def request(self, payload: dict[str, Any], timeout: float) -> tuple[dict[str, Any], float]:
-        """Send one request; return (response, seconds) measured on the judge's clock.
+    def request(
+        self, payload: dict[str, Any], timeout: float, vocab: int | None = None
+    ) -> tuple[Reply, float]:
+        """Send one request; return (validated reply, seconds) measured on the judge's clock.
+
+        The reply is checked against what the request asked for (:mod:`judge.protocol`);
+        ``vocab`` bounds decoded token ids. Failure messages are judge-made; the engine's own
+        bytes go only to ``EngineFailure.private``.
 
         Raises:
-            EngineFailure: no answer in time, the process died, or the answer is not a JSON
-                object on one line, or it says ``ok: false``.
+            EngineFailure: no answer in time (``timeout``); the process died or says
+                ``ok: false`` (``crash``); a malformed answer, or output nobody asked for
+                (``protocol``).
         """
         op = str(payload.get("op"))
+        stream = self._stream
+        if stream.ready():
+            # Lines written before the request was sent: a reply computed ahead of time would
+            # be read as an instant answer, so speaking out of turn is a protocol violation.
+            raise EngineFailure(
+                "protocol",
+                f"the engine wrote to the protocol stream before {op} was sent",
+                repr(bytes(stream.stdout[:200])),
+            )
         line = (json.dumps(payload) + "\n").encode()
         start = time.perf_counter()
         try:
-            self._stream.sock.sendall(line)
+            stream.sock.sendall(line)
         except OSError as exc:
             if exc.errno == errno.EBADF:  # our end of the socket is gone: the judge's fault
                 raise InfrastructureFault(
                     f"the judge lost its socket to the engine before {op}: {exc}"
                 ) from exc
-            raise EngineFailure("crash", f"engine process gone before {op}: {exc}") from None
-        deadline = start + timeout
-        stream = self._stream
-        while b"\n" not in stream.stdout:
-            if stream.closed:
-                raise EngineFailure("crash", f"engine exited during {op}")
-            try:
-                stream.pump(deadline)
-            except TimeoutError:
-                raise EngineFailure("timeout", f"no reply to {op} within {timeout:.1f} s") from None
-        elapsed = time.perf_counter() - start
-        reply, _, rest = bytes(stream.stdout).partition(b"\n")
-        stream.stdout = bytearray(rest)
-        self.requests.append((op, elapsed))
+            raise EngineFailure("crash", f"engine process gone before {op}", str(exc)) from None
+        if op == "prefill":
+            self.batch = len(payload.get("prompts") or [])
+        elif op == "reset":
+            self.batch = 0
         try:
-            response = json.loads(reply)
-        except ValueError:
-            raise EngineFailure("protocol", f"reply to {op} is not JSON") from None
-        if not isinstance(response, dict):
-            raise EngineFailure("protocol", f"reply to {op} is not a JSON object")
-        if response.get("ok") is not True:
-            raise EngineFailure("crash", f"engine reported an error on {op}")
-        return response, elapsed
+            reply = stream.read_line(start + timeout)
+        except TimeoutError:
+            raise EngineFailure("timeout", f"no reply to {op} within {timeout:.1f} s") from None
+        except EOFError:
+            raise EngineFailure(
+                "crash", f"engine exited during {op}", repr(bytes(stream.stdout[:200]))
+            ) from None
+        except LineTooLong:
+            raise EngineFailure(
+                "protocol",
+                f"reply to {op} is longer than {MAX_LINE_BYTES} bytes",
+                repr(bytes(stream.stdout[:200])),
+            ) from None
+        elapsed = time.perf_counter() - start
+        self.requests.append((op, elapsed))
+        return check_reply(parse_line(reply, op), payload, self.batch, vocab), elapsed
 
     def close(self) -> None:
         with suppress(OSError):
@@ -189,6 +265,7 @@ class SandboxContainer:
     env: dict[str, str]
     user: str
     paused: bool = False
+    python: str = ""  # the sandbox's interpreter, for reading cgroup files from inside
     processes: list[EngineProcess] = field(default_factory=list)
 
     def engine(self, argv: list[str], label: str) -> EngineProcess:
@@ -214,6 +291,8 @@ class SandboxContainer:
         try:
             while not stream.closed:
                 stream.pump(deadline)
+                if len(stream.stdout) > 2 * _STDERR_KEEP:  # only the tail is reported
+                    del stream.stdout[:-_STDERR_KEEP]
         except TimeoutError:
             return None, bytes(stream.stderr[-2000:]).decode("utf-8", "replace")
         finally:
@@ -235,7 +314,61 @@ class SandboxContainer:
             self.client.api.unpause(self.id)
             self.paused = False
 
+    def oom_kills(self) -> int | None:
+        """How many processes the kernel's OOM killer has killed in this container's memory
+        cgroup (None when no cgroup file could be read).
+
+        Docker's ``OOMKilled`` flag is set only when the container's main process dies; an
+        engine is an exec'd process, so its OOM kill shows only in the cgroup's own counter:
+        ``memory.events`` (cgroup v2) or ``memory.oom_control`` (v1), both ``oom_kill N``.
+        """
+        for text in self._memory_events():
+            found = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
+            if found:
+                return int(found.group(1))
+        return None
+
+    def _memory_events(self) -> Iterator[str]:
+        """The texts of this container's cgroup memory event files, host side first."""
+        candidates: list[Path] = []
+        with suppress(Exception):
+            pid = self.client.api.inspect_container(self.id)["State"].get("Pid") or 0
+            if pid:
+                for entry in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+                    _, controllers, path = entry.split(":", 2)
+                    if controllers == "":
+                        candidates.append(Path(f"/sys/fs/cgroup{path}/memory.events"))
+                    elif "memory" in controllers.split(","):
+                        candidates.append(Path(f"/sys/fs/cgroup/memory{path}/memory.oom_control"))
+        cid = self.id
+        candidates += [
+            Path(f"/sys/fs/cgroup/memory/docker/{cid}/memory.oom_control"),
+            Path(f"/sys/fs/cgroup/memory/system.slice/docker-{cid}.scope/memory.oom_control"),
+            Path(f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.events"),
+            Path(f"/sys/fs/cgroup/docker/{cid}/memory.events"),
+        ]
+        for path in candidates:
+            with suppress(OSError):
+                yield path.read_text()
+        if self.python and not self.paused:
+            # The judge may not share the daemon's /sys (a remote engine): ask from inside,
+            # where the container's own cgroup is mounted at the root of /sys/fs/cgroup.
+            script = (
+                "import contextlib\n"
+                "for p in ('/sys/fs/cgroup/memory.events',"
+                " '/sys/fs/cgroup/memory/memory.oom_control'):\n"
+                "    with contextlib.suppress(OSError): print(open(p).read())"
+            )
+            with suppress(Exception):
+                code, out = self.run([self.python, "-I", "-c", script], timeout=20)
+                if code == 0:
+                    yield out
+
     def oom_killed(self) -> bool:
+        """Whether the OOM killer has killed anything in this container (its cgroup's
+        counter, or Docker's flag for the main process)."""
+        if self.oom_kills():
+            return True
         try:
             return bool(self.client.api.inspect_container(self.id)["State"].get("OOMKilled"))
         except Exception:
@@ -313,7 +446,9 @@ class Sandbox:
             ) from exc
         except docker.errors.DockerException as exc:
             raise InfrastructureFault(f"could not start the {role} sandbox: {exc}") from exc
-        box = SandboxContainer(self.client, created.id, name, workdir, env, "65534:65534")
+        box = SandboxContainer(
+            self.client, created.id, name, workdir, env, "65534:65534", python=self.python
+        )
         self.containers.append(box)
         return box
 
