@@ -2,6 +2,7 @@
 
     python -m judge preflight task=decode_cpu          # mutants table; exit 0 iff all match
     python -m judge evaluate task=decode_cpu candidate=PATH_OR_REF   # JSON on the last line
+    python -m judge evaluate task=decode_cpu candidate=PATH@HEAD~1   # any git revision
     python -m judge setup task=decode_cpu              # make the private folder only
     python -m judge serve task=decode_cpu              # the queue worker (the runner starts it)
 
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 from judge.api import compose_judge_config, load_judge_config
-from judge.checkout import BadInput, resolve_candidate
+from judge.checkout import BadInput, candidate_store, import_candidate, resolve_candidate
 from judge.verdict import Verdict
 
 COMMANDS = ("preflight", "evaluate", "setup", "serve")
@@ -23,6 +24,25 @@ COMMANDS = ("preflight", "evaluate", "setup", "serve")
 
 def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+# Taken verbatim, not through Hydra's override grammar: a path or a git revision (HEAD~1,
+# main^2, @{u}) holds characters its lexer refuses.
+VERBATIM_KEYS = ("candidate", "repo")
+
+
+def split_verbatim(overrides: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Take ``candidate=`` and ``repo=`` out of ``overrides`` (unless Hydra-quoted), so any
+    path or revision can be given as it is; returns (the rest, {key: value})."""
+    rest, verbatim = [], {}
+    for item in overrides:
+        key, eq, value = item.partition("=")
+        quoted = value[:1] in ("'", '"') and value[-1:] == value[:1] and len(value) > 1
+        if eq and key in VERBATIM_KEYS and not quoted:
+            verbatim[key] = value
+        else:
+            rest.append(item)
+    return rest, verbatim
 
 
 def main(argv: list[str]) -> int:
@@ -41,9 +61,15 @@ def main(argv: list[str]) -> int:
         if overrides[:1] == ["--config"] and len(overrides) == 2:
             cfg = load_judge_config(Path(overrides[1]))
         else:
+            overrides, verbatim = split_verbatim(overrides)
             cfg = compose_judge_config(overrides)
+            for key, value in verbatim.items():
+                cfg[key] = value
         if command == "evaluate":
+            # Read through a judge-made view: the candidate's config and hooks are never used.
             candidate = resolve_candidate(cfg.candidate or "", cfg.repo)
+            # The judge scores its own copy, every object checked by fsck (as the gateway does).
+            candidate = import_candidate(candidate, candidate_store(cfg.judge.private_dir))
         docker_client().close()  # the judge scores only in containers: say so before anything
         home = setup(cfg, progress=_progress)
         if command == "setup":

@@ -1,17 +1,69 @@
 """Turn a candidate (a commit of some repository) into a plain tree the sandbox can mount.
 
-Blobs are written straight from git's object store, so nothing in the candidate's
-``.gitattributes`` (filters, export-ignore) or hooks runs or hides files from the judge.
+A candidate's repository is the adversary's. Git always reads a repository's own config
+(``core.fsmonitor``, ``include.path``, ``extensions.*``, aliases, hooks: each can run a command
+or redirect where objects come from), so the judge never runs git *in* it. Every read goes
+through :func:`object_view`: a judge-made git directory with its own config and ``HEAD``, whose
+object folders are links to the candidate's object folders (opened without following links,
+as :func:`isolation.gitutil.fetch_commit` does; see that module for why), and, for resolving a
+ref, plain copies of the candidate's ref files. ``evaluate`` then copies the commit into a
+judge-owned repository with ``fetch_commit`` (every object checked by ``git fsck``, as the
+gateway does) and queues that copy.
+
+Blobs are written straight from the object store, so nothing in ``.gitattributes`` (filters,
+export-ignore) hides files from the judge. Every entry of the tree is checked before anything
+is written (:func:`validate_name`: no ``..``, ``.``, empty names, slashes, backslashes,
+``.git``, control characters, names that differ only in case; no symlinks or gitlinks), and
+every blob's size is read from the object store before any blob is read.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import stat
+import subprocess
+import tempfile
+import threading
+import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
-
+from isolation.gitutil import SHA_RE, GitError, UntrustedRepoError, fetch_commit, git, git_env
 from judge.verdict import Outcome, Verdict
+
+# A tree any honest candidate of a task here stays far below; each bound keeps a crafted
+# tree from costing the judge time or memory before it is refused.
+MAX_ENTRIES = 20_000
+MAX_DEPTH = 32
+MAX_TREE_OBJECT_BYTES = 4 << 20
+MAX_PATH_BYTES = 1024
+MAX_NAME_BYTES = 255  # NAME_MAX: a longer name would fail at write time, as the judge's fault
+MAX_REF_FILE_BYTES = 4096
+MAX_PACKED_REFS_BYTES = 16 << 20
+MAX_REF_FILES = 10_000
+READ_TIMEOUT_S = 300.0
+
+FILE_MODES = {"100644": 0o644, "100755": 0o755}
+TREE_MODE = "40000"
+_NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NOFOLLOW_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_OBJECT_DIR_RE = re.compile(r"^[0-9a-f]{2}$")
+_REF_NAME_RE = re.compile(r"^[A-Za-z0-9._+-]{1,200}$")
+# Options for every git command the judge runs on a view: nothing of the host's or the
+# candidate's configuration can reach it (the view's own config is the judge's).
+SAFE_GIT = (
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "protocol.allow=never",
+)
 
 
 class BadInput(Exception):
@@ -27,17 +79,139 @@ class Candidate:
     ref: str
 
 
-def _open_repo(path: Path) -> git.Repo:
-    if not path.exists():
-        raise BadInput(f"candidate path {path} does not exist")
+def _bad_tree(detail: str) -> Outcome:
+    return Outcome(Verdict.REJECT, "bad_tree", detail)
+
+
+# -- reading a repository without letting git open it --------------------------------------
+
+
+def _git_dir_fd(repo: Path, fds: list[int]) -> int:
+    """An fd of ``repo/.git`` (a worktree) or of ``repo`` itself (a bare repository)."""
     try:
-        return git.Repo(path)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise BadInput(f"{path} is not a git repository") from None
+        top = os.open(str(repo), _NOFOLLOW_DIR)
+    except FileNotFoundError:
+        raise UntrustedRepoError("the repository does not exist") from None
+    except OSError:
+        raise UntrustedRepoError("the repository must be a plain folder (not a link)") from None
+    fds.append(top)
+    try:
+        os.stat(".git", dir_fd=top, follow_symlinks=False)
+    except FileNotFoundError:
+        return top
+    try:
+        fd = os.open(".git", _NOFOLLOW_DIR, dir_fd=top)
+    except OSError:
+        raise UntrustedRepoError(
+            ".git must be a plain folder (not a link, and not a gitfile)"
+        ) from None
+    fds.append(fd)
+    return fd
+
+
+def _read_small(name: str, dir_fd: int, limit: int) -> bytes | None:
+    """A regular file's bytes (no links followed), or None if absent, not regular, or larger
+    than ``limit``."""
+    try:
+        fd = os.open(name, _NOFOLLOW_FILE, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        data = os.read(fd, limit + 1)
+        return data if len(data) <= limit else None
+    finally:
+        os.close(fd)
+
+
+def _copy_refs(src_fd: int, dest: Path, budget: list[int], depth: int = 0) -> None:
+    """Copy loose ref files (regular files, plain names) from ``src_fd`` into ``dest``."""
+    for name in sorted(os.listdir(src_fd)):
+        if not _REF_NAME_RE.match(name) or name.endswith(".lock") or budget[0] <= 0:
+            continue
+        try:
+            sub = os.open(name, _NOFOLLOW_DIR, dir_fd=src_fd)
+        except OSError:
+            data = _read_small(name, src_fd, MAX_REF_FILE_BYTES)
+            if data is not None:
+                budget[0] -= 1
+                (dest / name).write_bytes(data)
+            continue
+        try:
+            if depth < 8:
+                (dest / name).mkdir(exist_ok=True)
+                _copy_refs(sub, dest / name, budget, depth + 1)
+        finally:
+            os.close(sub)
+
+
+@contextmanager
+def object_view(repo: Path, *, refs: bool = False) -> Iterator[Path]:
+    """A judge-made git directory that sees ``repo``'s objects (and, with ``refs``, copies of
+    its ``HEAD``, loose refs and ``packed-refs``) and nothing else of it: not its config, hooks,
+    alternates, grafts or any file outside its object folders.
+
+    Raises:
+        UntrustedRepoError: ``repo`` is missing or is not a plain repository layout.
+    """
+    fds: list[int] = []
+    try:
+        git_fd = _git_dir_fd(Path(repo), fds)
+        try:
+            objects_fd = os.open("objects", _NOFOLLOW_DIR, dir_fd=git_fd)
+        except OSError:
+            raise UntrustedRepoError("not a git repository (no plain objects folder)") from None
+        fds.append(objects_fd)
+        with tempfile.TemporaryDirectory(prefix="swarmlab-view-") as tmp:
+            view = Path(tmp) / "view.git"
+            (view / "refs" / "heads").mkdir(parents=True)
+            (view / "objects" / "info").mkdir(parents=True)
+            (view / "HEAD").write_text("ref: refs/heads/master\n")
+            (view / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n")
+            for name in sorted(os.listdir(objects_fd)):
+                if name != "pack" and not _OBJECT_DIR_RE.match(name):
+                    continue  # info/ (alternates, commit-graph) and anything else
+                try:
+                    fd = os.open(name, _NOFOLLOW_DIR, dir_fd=objects_fd)
+                except OSError:
+                    continue
+                fds.append(fd)
+                os.symlink(f"/proc/{os.getpid()}/fd/{fd}", view / "objects" / name)
+            if refs:
+                head = _read_small("HEAD", git_fd, MAX_REF_FILE_BYTES)
+                if head is None:
+                    raise UntrustedRepoError("not a git repository (no plain HEAD file)")
+                (view / "HEAD").write_bytes(head)
+                packed = _read_small("packed-refs", git_fd, MAX_PACKED_REFS_BYTES)
+                if packed is not None:
+                    (view / "packed-refs").write_bytes(packed)
+                try:
+                    refs_fd = os.open("refs", _NOFOLLOW_DIR, dir_fd=git_fd)
+                except OSError:
+                    refs_fd = -1
+                if refs_fd >= 0:
+                    fds.append(refs_fd)
+                    _copy_refs(refs_fd, view / "refs", [MAX_REF_FILES])
+            yield view
+    finally:
+        for fd in reversed(fds):
+            with suppress(OSError):
+                os.close(fd)
+
+
+def _view_git(view: Path, *args: str) -> str:
+    return git("--git-dir", str(view), *SAFE_GIT, *args, env=git_env(GIT_DIR=str(view)))
+
+
+# -- resolving and importing a candidate -----------------------------------------------------
 
 
 def resolve_candidate(candidate: str, repo: str | None = None) -> Candidate:
     """Resolve ``PATH`` (its HEAD), ``PATH@REF``, or ``REF`` inside ``repo`` to a commit.
+
+    The repository is read through :func:`object_view`: its config and hooks are never used.
 
     Raises:
         BadInput: the path is missing or not a repository, or the ref does not exist.
@@ -60,45 +234,255 @@ def resolve_candidate(candidate: str, repo: str | None = None) -> Candidate:
             f"candidate {candidate!r} is neither a directory nor PATH@REF;"
             " name the repository with repo=PATH"
         )
-    repository = _open_repo(path.resolve())
+    if not path.exists():
+        raise BadInput(f"candidate path {path} does not exist")
+    if ref.startswith("-") or any(c in ref for c in "\0\n\r"):
+        raise BadInput(f"ref {ref!r} does not exist in {path}")
     try:
-        commit = repository.commit(ref).hexsha
-    except (git.BadName, ValueError, git.GitCommandError):
+        with object_view(path.resolve(), refs=True) as view:
+            commit = _view_git(view, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except UntrustedRepoError as exc:
+        raise BadInput(f"{path} is not a git repository the judge reads: {exc}") from None
+    except GitError:
         raise BadInput(f"ref {ref!r} does not exist in {path}") from None
+    if not SHA_RE.match(commit):
+        raise BadInput(f"ref {ref!r} does not exist in {path}")
     return Candidate(repo=path.resolve(), commit=commit, ref=ref)
 
 
-def extract_tree(repo: Path, commit: str, dest: Path, max_bytes: int) -> dict[str, str]:
-    """Write ``commit``'s files under ``dest``; returns {path: mode}.
+def candidate_store(private_dir: str | Path) -> Path:
+    """The judge-owned repository ``evaluate`` copies candidates into (in the judge's private
+    folder, which no container sees)."""
+    base = Path(private_dir)
+    return (base if base.is_absolute() else Path.cwd() / base) / "candidates.git"
+
+
+def import_candidate(candidate: Candidate, store: Path) -> Candidate:
+    """Copy the candidate's commit (and all it reaches) into the judge-owned bare repository
+    ``store`` (made if missing), every object checked by ``git fsck`` on the way, as the
+    gateway does; the returned candidate names ``store``, which is what the judge reads.
 
     Raises:
-        Outcome: REJECT ``bad_tree`` for symlinks, submodules or an oversized tree.
+        BadInput: the commit or an object it reaches is missing or malformed (``..`` or
+            ``.git`` entries, bad modes, duplicate names: whatever ``fsck`` refuses).
     """
-    repository = git.Repo(repo)
-    entries = []
-    for line in repository.git.ls_tree("-r", "-z", "--full-tree", commit).split("\0"):
-        if not line:
-            continue
-        meta, path = line.split("\t", 1)
-        mode, kind, sha = meta.split()
-        if mode == "120000":
-            raise Outcome(Verdict.REJECT, "bad_tree", f"symlink {path} (symlinks are not allowed)")
-        if kind != "blob":
-            raise Outcome(Verdict.REJECT, "bad_tree", f"{kind} {path} (submodules are not allowed)")
-        entries.append((mode, sha, path))
+    if not (store / "objects").is_dir():
+        store.mkdir(parents=True, exist_ok=True)
+        git("init", "-q", "--bare", str(store))
+    try:
+        fetch_commit(candidate.repo, candidate.commit, store, f"refs/candidates/{candidate.commit}")
+    except UntrustedRepoError as exc:
+        raise BadInput(f"candidate {candidate.repo}@{candidate.ref}: {exc}") from None
+    return Candidate(repo=store, commit=candidate.commit, ref=candidate.ref)
+
+
+# -- reading objects -------------------------------------------------------------------------
+
+
+class _Objects:
+    """One ``git cat-file --batch-command`` on a view: an object's type and size are read
+    before its content, so nothing is read whole before it is known to be small enough."""
+
+    def __init__(self, view: Path) -> None:
+        self._proc = subprocess.Popen(
+            ["git", "--git-dir", str(view), *SAFE_GIT, "cat-file", "--batch-command"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=git_env(GIT_DIR=str(view)),
+        )
+        self._timer = threading.Timer(READ_TIMEOUT_S, self._proc.kill)
+        self._timer.start()
+
+    def close(self) -> None:
+        self._timer.cancel()
+        with suppress(OSError):
+            self._proc.stdin.close()  # type: ignore[union-attr]
+        self._proc.kill()
+        self._proc.wait()
+
+    def _header(self, command: str, sha: str) -> tuple[str, int]:
+        stdin, stdout = self._proc.stdin, self._proc.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            stdin.write(f"{command} {sha}\n".encode())
+            stdin.flush()
+        except OSError:
+            raise GitError(f"git cat-file stopped before {sha}") from None
+        line = stdout.readline(256).decode("ascii", "replace").split()
+        if len(line) != 3 or line[0] != sha or not line[2].isdigit():
+            raise GitError(f"object {sha} is missing or unreadable: {' '.join(line)[:80]}")
+        return line[1], int(line[2])
+
+    def info(self, sha: str) -> tuple[str, int]:
+        """(type, size) of an object."""
+        return self._header("info", sha)
+
+    def read(self, sha: str, size: int, sink=None) -> bytes:
+        """The content of an object known to be ``size`` bytes (streamed into ``sink``, a
+        binary file, when given)."""
+        _, got = self._header("contents", sha)
+        if got != size:
+            raise GitError(f"object {sha} changed size")
+        stdout = self._proc.stdout
+        assert stdout is not None
+        chunks, left = [], size
+        while left:
+            chunk = stdout.read(min(left, 1 << 20))
+            if not chunk:
+                raise GitError(f"git cat-file stopped inside {sha}")
+            left -= len(chunk)
+            if sink is not None:
+                sink.write(chunk)
+            else:
+                chunks.append(chunk)
+        stdout.read(1)  # the newline after each object
+        return b"".join(chunks)
+
+
+def validate_name(raw: bytes) -> str:
+    """One path component of a tree entry as the judge will write it.
+
+    Raises:
+        Outcome: REJECT ``bad_tree`` for an empty name, ``.``, ``..``, a slash or backslash,
+            a control character, a name that is not UTF-8 or too long, or ``.git`` (in any case,
+            with trailing dots or spaces).
+    """
+    shown = raw.decode("utf-8", "backslashreplace")[:80]
+    if not raw or raw in (b".", b".."):
+        raise _bad_tree(f"tree entry {shown!r} (empty, '.' and '..' are not file names)")
+    if b"/" in raw or b"\\" in raw or b"\0" in raw:
+        raise _bad_tree(f"tree entry {shown!r} (slashes and backslashes are not allowed)")
+    if len(raw) > MAX_NAME_BYTES:
+        raise _bad_tree(f"tree entry {shown!r} (longer than {MAX_NAME_BYTES} bytes)")
+    try:
+        name = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad_tree(f"tree entry {shown!r} (file names must be UTF-8)") from None
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise _bad_tree(f"tree entry {shown!r} (control characters are not allowed)")
+    if name.casefold().rstrip(". ") == ".git":
+        raise _bad_tree(f"tree entry {shown!r} (.git is not allowed)")
+    return name
+
+
+def _parse_tree(data: bytes) -> Iterator[tuple[str, bytes, str]]:
+    """(mode, raw name, sha) of each entry of a raw tree object."""
+    pos = 0
+    while pos < len(data):
+        space = data.find(b" ", pos)
+        nul = data.find(b"\0", space + 1) if space >= 0 else -1
+        if space < 0 or nul < 0 or nul + 21 > len(data):
+            raise _bad_tree("a tree object is malformed")
+        mode = data[pos:space].decode("ascii", "replace")
+        yield mode, data[space + 1 : nul], data[nul + 1 : nul + 21].hex()
+        pos = nul + 21
+
+
+@dataclass(frozen=True)
+class _Entry:
+    path: str
+    mode: str
+    sha: str
+    size: int
+
+
+def _walk(objects: _Objects, commit: str, max_bytes: int) -> tuple[list[str], list[_Entry]]:
+    """Every folder and file of ``commit``'s tree, all checked; nothing is written."""
+    kind, size = objects.info(commit)
+    if kind != "commit" or size > MAX_TREE_OBJECT_BYTES:
+        raise _bad_tree(f"{commit} is a {kind}, not a commit")
+    header = objects.read(commit, size).split(b"\n", 1)[0]
+    if not header.startswith(b"tree ") or not SHA_RE.match(header[5:].decode("ascii", "replace")):
+        raise _bad_tree("the commit object is malformed")
+    folders: list[str] = []
+    files: list[_Entry] = []
     total = 0
-    modes: dict[str, str] = {}
+    stack = [("", header[5:].decode(), 0)]
+    while stack:
+        prefix, tree_sha, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _bad_tree(f"folders nested deeper than {MAX_DEPTH}")
+        kind, size = objects.info(tree_sha)
+        if kind != "tree":
+            raise _bad_tree(f"{prefix or 'the root'} is a {kind}, not a tree")
+        if size > MAX_TREE_OBJECT_BYTES:
+            raise _bad_tree(f"the tree object of {prefix or 'the root'} is too large")
+        seen: set[str] = set()
+        for mode, raw, sha in _parse_tree(objects.read(tree_sha, size)):
+            name = validate_name(raw)
+            path = f"{prefix}{name}"
+            folded = unicodedata.normalize("NFC", name).casefold()
+            if folded in seen:
+                raise _bad_tree(f"{path}: two entries of one folder differ only in case")
+            seen.add(folded)
+            if len(path.encode()) > MAX_PATH_BYTES:
+                raise _bad_tree(f"a path longer than {MAX_PATH_BYTES} bytes: {path[:80]}...")
+            if len(folders) + len(files) >= MAX_ENTRIES:
+                raise _bad_tree(f"more than {MAX_ENTRIES} files and folders")
+            if mode == "120000":
+                raise _bad_tree(f"symlink {path} (symlinks are not allowed)")
+            if mode == "160000":
+                raise _bad_tree(f"submodule {path} (submodules are not allowed)")
+            if mode == TREE_MODE:
+                folders.append(path)
+                stack.append((path + "/", sha, depth + 1))
+                continue
+            if mode not in FILE_MODES:
+                raise _bad_tree(f"{path} has mode {mode} (only files and folders are allowed)")
+            kind, size = objects.info(sha)
+            if kind != "blob":
+                raise _bad_tree(f"{path} is a {kind}, not a file")
+            total += size
+            if total > max_bytes:
+                raise _bad_tree(f"tree larger than {max_bytes >> 20} MiB")
+            files.append(_Entry(path, mode, sha, size))
+    return folders, files
+
+
+def extract_tree(repo: Path, commit: str, dest: Path, max_bytes: int) -> dict[str, str]:
+    """Write ``commit``'s files under ``dest`` (missing or empty); returns {path: mode}.
+
+    Every entry is checked and every blob's size read before anything is written; ``repo``'s
+    config and hooks are never used (it is read through :func:`object_view`).
+
+    Raises:
+        Outcome: REJECT ``bad_tree`` for a path that is not a plain relative file name
+            (:func:`validate_name`), names differing only in case, symlinks, submodules,
+            other modes, or a tree over ``max_bytes`` or the bounds above.
+        GitError: an object is missing (the judge's copy is broken: never the candidate's).
+    """
+    dest = Path(dest)
+    if dest.exists() and any(dest.iterdir()):
+        raise FileExistsError(f"{dest} is not empty")
+    try:
+        with object_view(Path(repo)) as view:
+            objects = _Objects(view)
+            try:
+                return _write(objects, commit, dest, max_bytes)
+            finally:
+                objects.close()
+    except UntrustedRepoError as exc:
+        raise GitError(f"{repo}: {exc}") from None
+
+
+def _write(objects: _Objects, commit: str, dest: Path, max_bytes: int) -> dict[str, str]:
+    folders, files = _walk(objects, commit, max_bytes)
     dest.mkdir(parents=True, exist_ok=True)
-    for mode, sha, path in entries:
-        data = repository.odb.stream(bytes.fromhex(sha)).read()
-        total += len(data)
-        if total > max_bytes:
-            raise Outcome(Verdict.REJECT, "bad_tree", f"tree larger than {max_bytes >> 20} MiB")
-        target = dest / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        target.chmod(0o755 if mode == "100755" else 0o644)
-        modes[path] = mode
-    for folder in [dest, *(p for p in dest.rglob("*") if p.is_dir())]:
-        folder.chmod(0o755)
+    root = os.path.realpath(dest)
+    for folder in sorted(folders):  # parents sort before their children
+        os.mkdir(os.path.join(root, folder), 0o755)
+    modes: dict[str, str] = {}
+    for entry in files:
+        target = os.path.join(root, entry.path)
+        # Belt and braces: checked names cannot leave dest, and nothing in it is a link.
+        if os.path.commonpath([root, os.path.realpath(target)]) != root:
+            raise _bad_tree(f"{entry.path} is outside the tree")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as sink:
+            objects.read(entry.sha, entry.size, sink)
+            os.fchmod(sink.fileno(), FILE_MODES[entry.mode])
+        modes[entry.path] = entry.mode
+    for folder in [root, *(os.path.join(root, f) for f in folders)]:
+        os.chmod(folder, 0o755)
     return modes
