@@ -54,6 +54,9 @@ class JudgeConfig:
     preflight: str = "required"
     # Preflight runs before any agent: it may use this many CPUs at once, one evaluation each.
     preflight_parallel: int = 2
+    # Which stored correctness sets (drawn from the secret and this): the runner passes the
+    # run's seed, so a sweep over seeds meets new sets while one run's arms share theirs.
+    sets_seed: int = 0
     prefill_cap_factor: float = 1.5
     # A prefill over the cap (on both hidden sets of a case, or in 2 of the timing runs) is
     # measured this many more times on fresh prompts and charged only if over it every time.

@@ -667,7 +667,8 @@ class _Run:
             return
         sizes = batch_sizes(self.task)
         rng = np.random.default_rng(derive_seed(self.eval_seed, "transitions"))
-        start = sizes[int(rng.integers(len(sizes)))]
+        # The walk's start is run once more than the others: never the costly largest batch.
+        start = sizes[int(rng.integers(max(1, len(sizes) - 1)))]
         order = [start]
         for _ in range(rounds):
             order += transition_walk(sizes, rng, start)[1:]

@@ -170,7 +170,7 @@ def judge_code_hash() -> str:
 def preflight_fingerprint(cfg: DictConfig) -> str:
     settings = OmegaConf.to_container(cfg.judge, resolve=True)
     # Settings that change no verdict: where the folder lives, queue order, preflight itself.
-    for name in ("private_dir", "queue_policy", "preflight", "preflight_parallel"):
+    for name in ("private_dir", "queue_policy", "preflight", "preflight_parallel", "sets_seed"):
         settings.pop(name, None)  # type: ignore[union-attr]
     blob = json.dumps(
         {"judge": judge_code_hash(), "task": task_fingerprint(cfg), "settings": settings},

@@ -1,9 +1,13 @@
 """The judge's private folder: baseline build, hidden seeds and inputs, reference outputs,
 queue database. Nothing here is ever mounted into an agent's container.
 
-Setup runs once per task version: it copies the task's template as the frozen baseline,
-draws the hidden seed, makes every hidden prompt set, and runs the baseline in the sandbox to
-record reference tokens, top-2 margins and its own request times (for timeouts).
+Setup runs once per task version: it copies the task's template as the frozen baseline and
+draws the hidden secret. The stored correctness sets are made per ``judge.sets_seed`` (the
+runner passes the run's seed, so a sweep over seeds draws new sets while the arms of one run
+share theirs): their prompts come from the secret and that seed, and the baseline is run over
+them in the sandbox to record reference tokens, top-2 margins and its own request times (for
+timeouts). Timing, B=1 and re-check prompts are not stored at all: every evaluation draws its
+own (see ``judge/evaluation.py`` and docs/judge.md).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from judge.integrity import zone_hashes
 from judge.sandbox import Sandbox
 from tasks.schema import PROJECT_ROOT, task_root
 
-JUDGE_VERSION = "1"
+# 2: per-sets_seed stored sets; timing, B=1 and re-check prompts drawn per evaluation.
+JUDGE_VERSION = "2"
 Progress = Callable[[str], None]
 
 
@@ -72,50 +77,69 @@ def task_fingerprint(cfg: DictConfig) -> str:
     return digest.hexdigest()
 
 
-def plan_inputs(cfg: DictConfig, hidden_seed: int) -> list[InputSet]:
-    """Every hidden set an evaluation uses; no prompt set is used twice in one evaluation, so
-    an engine that remembers answers gains nothing."""
-    task = cfg.task
-    make = load_callable(task.inputs)
+def derive_seed(seed: int, name: str) -> int:
+    """A 62-bit seed for ``name`` from ``seed``: distinct names give unrelated streams."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "big") >> 2
 
-    def derive(name: str) -> int:
-        return (
-            int.from_bytes(hashlib.sha256(f"{hidden_seed}:{name}".encode()).digest()[:8], "big")
-            >> 1
-        )
+
+def draw_set(task: DictConfig, seed: int, name: str, batch: int, prompt_len, new_tokens: int):
+    """The prompt set ``name`` drawn from ``seed`` with the task's prompt generator."""
+    make = load_callable(task.inputs)
+    prompts = make(derive_seed(seed, name), int(batch), tuple(prompt_len), task.vocab)
+    return InputSet(name, [list(map(int, p)) for p in prompts], int(new_tokens))
+
+
+def batch_sizes(task: DictConfig) -> list[int]:
+    """Every batch size an evaluation uses: the cases', the timing batch and 1."""
+    return sorted({1, int(task.timing.batch), *(int(c.batch) for c in task.cases)})
+
+
+def transition_visits(task: DictConfig) -> int:
+    """How many runs of each batch size the transition check needs at most: each round is a
+    closed walk over every ordered pair of the k sizes, entering each size k - 1 times, and
+    the walk's start is visited once more at the very beginning."""
+    return (len(batch_sizes(task)) - 1) * int(task.alternating.rounds) + 1
+
+
+def plan_inputs(cfg: DictConfig, sets_seed: int) -> list[InputSet]:
+    """The stored sets: correctness cases, their confirmation sets, the batch-transition sets
+    and one set per timed shape (its baseline times size the timeouts of the fresh prompts
+    each evaluation draws). No set is used twice in one evaluation, so an engine that
+    remembers answers gains nothing."""
+    task = cfg.task
 
     def make_set(name: str, batch: int, prompt_len, new_tokens: int) -> InputSet:
-        prompts = make(derive(name), batch, tuple(prompt_len), task.vocab)
-        return InputSet(name, [list(map(int, p)) for p in prompts], int(new_tokens))
+        return draw_set(task, sets_seed, name, batch, prompt_len, new_tokens)
 
     sets = []
     for case in task.cases:
         sets.append(make_set(f"case:{case.name}", case.batch, case.prompt_len, case.new_tokens))
         sets.append(make_set(f"confirm:{case.name}", case.batch, case.prompt_len, case.new_tokens))
     alt = task.alternating
-    for r in range(alt.rounds):
-        sets.append(make_set(f"alt:{r}:batched", alt.batch, alt.prompt_len, alt.new_tokens))
-        sets.append(make_set(f"alt:{r}:single", 1, alt.prompt_len, alt.new_tokens))
+    for size in batch_sizes(task):
+        for j in range(transition_visits(task)):
+            sets.append(make_set(f"alt:{size}:{j}", size, alt.prompt_len, alt.new_tokens))
     timing = task.timing
-    for i in range(max(timing.runs, timing.baseline_runs)):
-        sets.append(make_set(f"timing:{i}", timing.batch, timing.prompt_len, timing.new_tokens))
-    for i in range(max(task.b1.max_pairs, task.b1.pairs)):
-        sets.append(make_set(f"b1:{i}", 1, task.b1.prompt_len, task.b1.new_tokens))
+    sets.append(make_set("shape:timing", timing.batch, timing.prompt_len, timing.new_tokens))
+    sets.append(make_set("shape:b1", 1, task.b1.prompt_len, task.b1.new_tokens))
     return sets
 
 
 @dataclass
 class Reference:
+    """The baseline's answer to one set: tokens, top-2 margins, and its request times. For a
+    set drawn during an evaluation the margins are measured only when a candidate differs."""
+
     tokens: np.ndarray
-    margins: np.ndarray
+    margins: np.ndarray | None
     prefill_s: float
     decode_s: float
 
 
 class JudgeHome:
-    """A set-up private folder for one task version."""
+    """A set-up private folder for one task version, with the stored sets of one sets seed."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, sets_seed: int = 0) -> None:
         self.root = root
         self.baseline = root / "baseline"
         self.evals = root / "evals"
@@ -123,12 +147,14 @@ class JudgeHome:
         manifest = json.loads((root / "setup.json").read_text())
         self.manifest = manifest
         self.frozen_hashes: dict[str, str] = manifest["frozen_hashes"]
-        raw = json.loads((root / "hidden" / "inputs.json").read_text())
+        self.sets_seed = sets_seed
+        sets = sets_dir(root, sets_seed)
+        raw = json.loads((sets / "inputs.json").read_text())
         self.inputs = {
             name: InputSet(name, d["prompts"], d["new_tokens"]) for name, d in raw.items()
         }
-        refs = np.load(root / "hidden" / "references.npz")
-        times = manifest["baseline_times"]
+        refs = np.load(sets / "references.npz")
+        times = json.loads((sets / "times.json").read_text())
         self.references = {
             name: Reference(refs[f"tokens/{name}"], refs[f"margins/{name}"], *times[name])
             for name in self.inputs
@@ -140,6 +166,15 @@ class JudgeHome:
         return hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
 
 
+def sets_dir(root: Path, sets_seed: int) -> Path:
+    """Where the stored sets of ``sets_seed`` live inside a judge home."""
+    return root / "hidden" / f"sets-{int(sets_seed)}"
+
+
+def _secret(root: Path) -> int:
+    return int(json.loads((root / "hidden" / "seeds.json").read_text())["hidden_seed"])
+
+
 def home_path(cfg: DictConfig) -> Path:
     base = Path(cfg.judge.private_dir)
     if not base.is_absolute():
@@ -148,10 +183,33 @@ def home_path(cfg: DictConfig) -> Path:
 
 
 def setup(cfg: DictConfig, progress: Progress = _quiet) -> JudgeHome:
-    """Return the judge's private folder for this task, creating it if needed."""
+    """Return the judge's private folder for this task, creating it if needed, with the
+    stored sets of ``cfg.judge.sets_seed`` (made on first use: the baseline run over them)."""
     root = home_path(cfg)
-    if (root / "setup.json").exists():
-        return JudgeHome(root)
+    sets_seed = int(cfg.judge.get("sets_seed") or 0)
+    if not (root / "setup.json").exists():
+        _setup_home(cfg, root, progress)
+    target = sets_dir(root, sets_seed)
+    if not target.exists():
+        progress(f"judge setup: stored sets for sets_seed={sets_seed}")
+        staging = target.with_name(target.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        # The secret and the sets seed together: knowing the run's seed alone reveals nothing.
+        sets = plan_inputs(cfg, derive_seed(_secret(root), f"sets:{sets_seed}"))
+        (staging / "inputs.json").write_text(
+            json.dumps({s.name: {"prompts": s.prompts, "new_tokens": s.new_tokens} for s in sets})
+        )
+        arrays, times = _run_baseline(cfg, root / "baseline", sets, progress)
+        np.savez(staging / "references.npz", **arrays)
+        (staging / "times.json").write_text(json.dumps(times))
+        staging.rename(target)
+        progress(f"judge setup done: {len(sets)} stored sets")
+    return JudgeHome(root, sets_seed)
+
+
+def _setup_home(cfg: DictConfig, root: Path, progress: Progress) -> None:
+    """The baseline build, the secret and the manifest (no sets yet)."""
     progress(f"judge setup: {root}")
     staging = root.with_name(root.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -165,25 +223,16 @@ def setup(cfg: DictConfig, progress: Progress = _quiet) -> JudgeHome:
     seed = cfg.judge.hidden_seed
     hidden_seed = int(seed) if seed is not None else secrets.randbits(62)
     (staging / "hidden" / "seeds.json").write_text(json.dumps({"hidden_seed": hidden_seed}))
-    sets = plan_inputs(cfg, hidden_seed)
-    (staging / "hidden" / "inputs.json").write_text(
-        json.dumps({s.name: {"prompts": s.prompts, "new_tokens": s.new_tokens} for s in sets})
-    )
-    arrays, times = _run_baseline(cfg, staging / "baseline", sets, progress)
-    np.savez(staging / "hidden" / "references.npz", **arrays)
     manifest = {
         "task": cfg.task.name,
         "fingerprint": task_fingerprint(cfg),
         "judge_version": JUDGE_VERSION,
         "created_at": time.time(),
         "frozen_hashes": zone_hashes(staging / "baseline", list(cfg.task.frozen)),
-        "baseline_times": times,
         "project_root": str(PROJECT_ROOT),
     }
     (staging / "setup.json").write_text(json.dumps(manifest, indent=1))
     staging.rename(root)
-    progress(f"judge setup done: {len(sets)} hidden sets")
-    return JudgeHome(root)
 
 
 def _run_baseline(

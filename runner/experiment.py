@@ -102,7 +102,10 @@ class JudgeLink:
 
 
 def judge_app_config(cfg: DictConfig) -> DictConfig:
-    return OmegaConf.create({"task": cfg.task, "judge": cfg.judge})
+    app = OmegaConf.create({"task": cfg.task, "judge": cfg.judge})
+    # The run's seed picks the judge's stored correctness sets (a sweep over seeds varies them).
+    app.judge.sets_seed = int(cfg.get("seed") or 0)
+    return app
 
 
 @contextmanager

@@ -20,28 +20,36 @@ class CaseConfig:
 
 @dataclass
 class AlternatingConfig:
-    """Batched and single decodes alternating in one engine process (state-reset bugs)."""
+    """Batch-size transitions in one engine process (state that leaks between requests).
 
-    batch: int = 4
-    new_tokens: int = 32
-    rounds: int = 2
-    prompt_len: list[int] = field(default_factory=lambda: [8, 24])
+    Each round is one closed walk through every ordered pair of the batch sizes the task uses
+    (the cases', the timing batch and 1), in an order drawn per evaluation; every row of every
+    run is checked. ``rounds: 0`` switches the check off.
+    """
+
+    # Short on purpose: a leak shows in the first tokens after the transition, and the
+    # largest batch's runs are most of this check's cost.
+    new_tokens: int = 8
+    rounds: int = 1
+    prompt_len: list[int] = field(default_factory=lambda: [2, 8])
 
 
 @dataclass
 class TimingConfig:
-    """B-row aggregate decode throughput: candidate and baseline runs, interleaved."""
+    """B-row aggregate throughput (tokens over prefill + decode + reset time): each run is a
+    pair, candidate and baseline on the same prompts drawn for this evaluation, the order
+    alternating."""
 
     batch: int = 16
     new_tokens: int = 64
     runs: int = 3
-    baseline_runs: int = 3
     prompt_len: list[int] = field(default_factory=lambda: [8, 24])
 
 
 @dataclass
 class B1Config:
-    """Single-sequence paired runs, candidate and baseline interleaved (ABBA).
+    """Single-sequence paired runs, candidate and baseline interleaved (ABBA), each timed over
+    prefill + decode + reset on prompts drawn for this evaluation.
 
     ``pairs`` are run first; while the ratio is over the limit but not beyond the noise, more
     batches of ``pairs`` are run, up to ``max_pairs`` (each pair on its own hidden prompt).

@@ -24,6 +24,12 @@ _DECODE_LOOP = """        for _ in range(steps):
             for row, seq in enumerate(self.seqs):"""
 _DECODE_RETURN = "        return tokens, (gaps if margins else None)\n"
 _IMPORT_NP = "import numpy as np\n"
+# An edit whose path is this applies reference/solution.patch first: a mutant of a fast engine.
+ON_REFERENCE = "<reference>"
+_PREFILL_ROW_END = """                self._forward(seq, token, logits=i == len(prompt) - 1)
+            self.seqs.append(seq)
+"""
+_FUTURE = "from __future__ import annotations\n\n"
 
 MUTANTS: dict[str, list[Edit]] = {
     "row_shift": [
@@ -314,6 +320,254 @@ def sleep(seconds: float) -> None:
             "import os; os.environ.setdefault('OPENBLAS_NUM_THREADS', '64')\n",
         )
     ],
+    # -- issue 9, items 1 and 2: work moved between phases, state leaking between batch sizes --
+    "decode_in_prefill": [
+        (ON_REFERENCE, None, ""),
+        (
+            MODEL,
+            """        self._logits = np.zeros((0, self.cfg.vocab))
+""",
+            """        self._logits = np.zeros((0, self.cfg.vocab))
+        self._ahead: list[list[int]] = []
+""",
+        ),
+        (
+            MODEL,
+            """            if last.any():
+                self._logits[active[last]] = self._project(x[last])
+""",
+            """            if last.any():
+                self._logits[active[last]] = self._project(x[last])
+        # The judge times decode; at B >= 8 this engine's prefill is far under its cap, so
+        # decode the usual 64 steps right here and let decode() hand them out.
+        if batch >= 8:
+            self._ahead = self._decode(64)[0]
+
+    def decode(
+        self, steps: int, margins: bool = False
+    ) -> tuple[list[list[int]], list[list[float]] | None]:
+        \"\"\"Serve the tokens decoded during prefill; compute only what is still missing.\"\"\"
+        ready = min(steps, len(self._ahead[0])) if self._ahead else 0
+        if margins or not ready:
+            return self._decode(steps, margins)  # rare: the judge's reference runs
+        tokens = [row[:ready] for row in self._ahead]
+        self._ahead = [row[ready:] for row in self._ahead]
+        if steps > ready:
+            more = self._decode(steps - ready)[0]
+            tokens = [a + b for a, b in zip(tokens, more, strict=True)]
+        return tokens, None
+""",
+        ),
+        (
+            MODEL,
+            """    def decode(
+        self, steps: int, margins: bool = False
+    ) -> tuple[list[list[int]], list[list[float]] | None]:
+        \"\"\"Emit `steps` greedy tokens per row, running the model on each emitted token.\"\"\"
+        batch = self._lengths.size""",
+            """    def _decode(
+        self, steps: int, margins: bool = False
+    ) -> tuple[list[list[int]], list[list[float]] | None]:
+        \"\"\"Emit `steps` greedy tokens per row, running the model on each emitted token.\"\"\"
+        batch = self._lengths.size""",
+        ),
+    ],
+    "decode_in_prefill_lazy_on_reset": [
+        (
+            MODEL,
+            """        self.seqs: list[_Sequence] = []
+        half = cfg.head_dim // 2""",
+            """        self.seqs: list[_Sequence] = []
+        self._ahead: list[list[int]] = []
+        self._decoded = True
+        self._straight = False
+        half = cfg.head_dim // 2""",
+        ),
+        (
+            MODEL,
+            """        \"\"\"Forget every sequence.\"\"\"
+        self.seqs = []""",
+            """        \"\"\"Forget every sequence.\"\"\"
+        if self.seqs and not self._decoded:
+            # A prefill that nobody decoded: someone is timing prefill alone. Play it straight
+            # until the next real decode.
+            self._straight = True
+        self.seqs = []
+        self._ahead = []""",
+        ),
+        (
+            MODEL,
+            _PREFILL_ROW_END,
+            _PREFILL_ROW_END
+            + """        self._decoded = False
+        if not self._straight:
+            self._ahead = self._decode(64)[0]  # decode ahead; decode() serves from memory
+
+    def decode(
+        self, steps: int, margins: bool = False
+    ) -> tuple[list[list[int]], list[list[float]] | None]:
+        \"\"\"Serve tokens decoded ahead during prefill; compute only the rest.\"\"\"
+        self._decoded, self._straight = True, False
+        ready = min(steps, len(self._ahead[0])) if self._ahead else 0
+        if margins or not ready:
+            return self._decode(steps, margins)
+        tokens = [row[:ready] for row in self._ahead]
+        self._ahead = [row[ready:] for row in self._ahead]
+        if steps > ready:
+            more = self._decode(steps - ready)[0]
+            tokens = [a + b for a, b in zip(tokens, more, strict=True)]
+        return tokens, None
+""",
+        ),
+        (
+            MODEL,
+            """    def decode(
+        self, steps: int, margins: bool = False
+    ) -> tuple[list[list[int]], list[list[float]] | None]:
+        \"\"\"Emit `steps` greedy tokens per row, running the model on each emitted token.\"\"\"""",
+            """    def _decode(
+        self, steps: int, margins: bool = False
+    ) -> tuple[list[list[int]], list[list[float]] | None]:
+        \"\"\"Emit `steps` greedy tokens per row, running the model on each emitted token.\"\"\"""",
+        ),
+    ],
+    "b1_slow_in_prefill": [
+        (MODEL, _FUTURE, _FUTURE + "import time\n\n"),
+        (
+            MODEL,
+            """        self.reset()
+        for prompt in prompts:""",
+            """        self.reset()
+        start = time.perf_counter()
+        for prompt in prompts:""",
+        ),
+        (
+            MODEL,
+            _PREFILL_ROW_END,
+            _PREFILL_ROW_END
+            + """        if len(prompts) == 1:
+            # B=1 only: spin four times as long as the prefill itself took (B=1 decode, the
+            # part the judge compared, is untouched).
+            until = time.perf_counter() + 4.0 * (time.perf_counter() - start)
+            while time.perf_counter() < until:
+                pass
+""",
+        ),
+    ],
+    "leak_big_to_small": [
+        (
+            MODEL,
+            """        self.seqs: list[_Sequence] = []
+        half = cfg.head_dim // 2""",
+            """        self.seqs: list[_Sequence] = []
+        self._spare: list[_Sequence] = []
+        half = cfg.head_dim // 2""",
+        ),
+        (
+            MODEL,
+            """        \"\"\"Forget every sequence.\"\"\"
+        self.seqs = []""",
+            """        \"\"\"Forget every sequence.\"\"\"
+        if len(self.seqs) >= 8:
+            self._spare = self.seqs  # a big batch's KV buffers: too costly to allocate again
+        self.seqs = []""",
+        ),
+        (
+            MODEL,
+            """        self.reset()
+        for prompt in prompts:""",
+            """        self.reset()
+        # A smaller batch than the big one before it reuses that batch's rows (the bug: their
+        # lengths are not rewound, so old keys and positions stay in).
+        spare = self._spare if len(prompts) < len(self._spare) else []
+        for row_index, prompt in enumerate(prompts):""",
+        ),
+        (
+            MODEL,
+            "            seq = _Sequence(self.cfg)\n",
+            "            seq = spare[row_index] if row_index < len(spare)"
+            " else _Sequence(self.cfg)\n",
+        ),
+    ],
+    "leak_small_to_big": [
+        (
+            MODEL,
+            """        self.seqs: list[_Sequence] = []
+        half = cfg.head_dim // 2""",
+            """        self.seqs: list[_Sequence] = []
+        self._single: _Sequence | None = None
+        self._last_rows = 0
+        half = cfg.head_dim // 2""",
+        ),
+        (
+            MODEL,
+            """        \"\"\"Forget every sequence.\"\"\"
+        self.seqs = []""",
+            """        \"\"\"Forget every sequence.\"\"\"
+        if self.seqs:
+            self._last_rows = len(self.seqs)
+            if len(self.seqs) == 1:
+                self._single = self.seqs[0]  # keep the B=1 row's warm KV buffer
+        self.seqs = []""",
+        ),
+        (
+            MODEL,
+            """        self.reset()
+        for prompt in prompts:""",
+            """        self.reset()
+        # A big batch right after a B=1 request adopts the warm B=1 buffer as its row 0 (the
+        # bug: without rewinding it).
+        adopt = self._single if len(prompts) >= 8 and self._last_rows == 1 else None
+        for row_index, prompt in enumerate(prompts):""",
+        ),
+        (
+            MODEL,
+            "            seq = _Sequence(self.cfg)\n",
+            "            seq = adopt if row_index == 0 and adopt is not None"
+            " else _Sequence(self.cfg)\n",
+        ),
+    ],
+    "memo_outputs": [
+        (
+            MODEL,
+            """        self.seqs: list[_Sequence] = []
+        half = cfg.head_dim // 2""",
+            """        self.seqs: list[_Sequence] = []
+        # Every answer ever given, by prompt: a prompt seen again is answered from memory.
+        self._memo: dict[tuple[int, ...], list[int]] = {}
+        self._prompts: list[tuple[int, ...]] = []
+        half = cfg.head_dim // 2""",
+        ),
+        (
+            MODEL,
+            """        self.reset()
+        for prompt in prompts:""",
+            """        self.reset()
+        self._prompts = [tuple(p) for p in prompts]
+        for prompt in prompts:""",
+        ),
+        (
+            MODEL,
+            """        tokens: list[list[int]] = [[] for _ in self.seqs]
+        gaps: list[list[float]] = [[] for _ in self.seqs]
+""",
+            """        known = [self._memo.get(p, []) for p in self._prompts]
+        if not margins and known and all(len(k) >= steps for k in known):
+            return [k[:steps] for k in known], None
+        tokens: list[list[int]] = [[] for _ in self.seqs]
+        gaps: list[list[float]] = [[] for _ in self.seqs]
+""",
+        ),
+        (
+            MODEL,
+            _DECODE_RETURN,
+            """        for prompt, row in zip(self._prompts, tokens, strict=True):
+            if len(row) > len(self._memo.get(prompt, [])):
+                self._memo[prompt] = row
+"""
+            + _DECODE_RETURN,
+        ),
+    ],
 }
 
 
@@ -323,6 +577,25 @@ def _b1_slow(fraction: float, label: str) -> list[Edit]:
             MODEL,
             "from __future__ import annotations\n\n",
             "from __future__ import annotations\n\nimport time\n\n",
+        ),
+        (
+            MODEL,
+            """        self.reset()
+        for prompt in prompts:""",
+            """        self.reset()
+        start = time.perf_counter()
+        for prompt in prompts:""",
+        ),
+        (
+            MODEL,
+            _PREFILL_ROW_END,
+            _PREFILL_ROW_END
+            + f"""        if len(prompts) == 1:
+            # B=1 only: spin for an extra {label} of this prefill's own compute time.
+            until = time.perf_counter() + {fraction!r} * (time.perf_counter() - start)
+            while time.perf_counter() < until:
+                pass
+""",
         ),
         (
             MODEL,
@@ -375,6 +648,9 @@ def fresh_repo(where: Path) -> Path:
 def apply_edits(repo: Path, edits: list[Edit]) -> None:
     """Make `edits` in `repo`'s work tree (each `old` must occur exactly once)."""
     for path, old, new in edits:
+        if path == ON_REFERENCE:
+            _git(repo, "apply", str(TASK / "reference" / "solution.patch"))
+            continue
         file = repo / path
         if old is None:
             file.write_text(new)
