@@ -39,7 +39,16 @@ from analysis.tables import (
     write_tables,
 )
 
-__all__ = ["DEAD_END_COLUMNS", "IDLE_SHARE", "Report", "build_report", "main", "not_solid"]
+__all__ = [
+    "DEAD_END_COLUMNS",
+    "IDLE_SHARE",
+    "MixedJudgeSettings",
+    "Report",
+    "build_report",
+    "judge_settings_problems",
+    "main",
+    "not_solid",
+]
 
 #: An agent with no submission, post or pending verdict for this share of the run idled.
 IDLE_SHARE = 0.25
@@ -1159,6 +1168,32 @@ def _sweep_report(
 # -- entry points ----------------------------------------------------------------------------
 
 
+class MixedJudgeSettings(ValueError):
+    """A run's evaluations were judged under more than one judge setting, or under settings
+    other than the run's own: its numbers do not compare, so no report is made."""
+
+
+def judge_settings_problems(tables: Tables) -> list[str]:
+    """One line per run whose evaluations name more than one judge settings hash, or one other
+    than the run's own (``judge_settings_hash`` in its meta). Evaluations from a log made
+    before the hash was recorded (empty) say nothing either way."""
+    problems = []
+    for run in tables.runs:
+        ev = tables.evaluations
+        ev = ev[(ev["run_id"] == run.run_id) & (ev["settings_hash"] != "")]
+        counts = ev["settings_hash"].value_counts()
+        own = run.meta.get("judge_settings_hash")
+        foreign = [h for h in counts.index if own and h != own]
+        if len(counts) > 1 or foreign:
+            shown = ", ".join(f"{h}: {n}" for h, n in counts.items())
+            problems.append(
+                f"run {run.run_id}: its evaluations were judged under"
+                f" {len(counts)} judge setting(s) ({shown}; the run's own: {own or 'unknown'});"
+                " not mixing them in one report"
+            )
+    return problems
+
+
 def build_report(path: Path, out_dir: Path | None = None) -> Report:
     """Rebuild tables, figures and ``report.md`` for a run or sweep directory.
 
@@ -1171,10 +1206,14 @@ def build_report(path: Path, out_dir: Path | None = None) -> Report:
 
     Raises:
         FileNotFoundError: ``path`` is neither a run nor a sweep.
+        MixedJudgeSettings: a run's evaluations were judged under different judge settings.
     """
     path = Path(path)
     out = Path(out_dir) if out_dir else path / "analysis"
     tables = build_tables(path)
+    problems = judge_settings_problems(tables)
+    if problems:
+        raise MixedJudgeSettings("; ".join(problems))
     led = ledger(tables)
     write_tables(tables, out / "tables")
     write_table(led, out / "tables", "dead_ends")
@@ -1208,6 +1247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = build_report(args.dir, args.out)
     except (sqlite3.DatabaseError, FileNotFoundError, PermissionError) as exc:
         print(f"analysis.report: {args.dir}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except MixedJudgeSettings as exc:
+        print(f"analysis.report: {args.dir}: {exc}", file=sys.stderr)
         return 2
     print(report.path)
     return 0

@@ -17,7 +17,8 @@ Tables and columns:
     b1_unresolved, pseudo_agent (the runner's own evaluation: ``champion``, ``confirm`` or
     ``baseline`` re-judgements, never an agent's work), attempts, enqueued_at, started_at,
     finished_at, t_enqueued_s, t_start_s, t_end_s, duration_s (judge wall time, ``finished_at -
-    started_at``), queue_wait_s.
+    started_at``), queue_wait_s, settings_hash (the judge settings it was judged under,
+    ``judge.config.settings_hash``; empty in a log made before evaluations recorded it).
 ``submissions`` (by run_id, submission_id): run_id, seed, arm, agent, role, agent_kind, scripted,
     submission_id, request_id, commit, message, at, t_s, job_id, verdict (``not evaluated`` when the
     judge never scored it), reason, tok_s, x_baseline, t_verdict_s.
@@ -140,7 +141,7 @@ COLUMNS: dict[str, list[str]] = {
         "run_id seed arm agent role agent_kind scripted job_id submission_id commit verdict "
         "reason detail tok_s baseline_tok_s x_baseline b1_ratio tokens_correct near_tie "
         "b1_unresolved pseudo_agent attempts enqueued_at started_at finished_at t_enqueued_s "
-        "t_start_s t_end_s duration_s queue_wait_s"
+        "t_start_s t_end_s duration_s queue_wait_s settings_hash"
     ),
     "submissions": _names(
         "run_id seed arm agent role agent_kind scripted submission_id request_id commit message "
@@ -198,7 +199,7 @@ _SQL = {
             json_extract(flags, '$.tokens_correct') AS flag_tokens_correct,
             json_extract(flags, '$.near_tie') AS near_tie,
             json_extract(flags, '$.b1_unresolved') AS b1_unresolved,
-            attempts, enqueued_at, started_at, finished_at, queue_wait_s
+            attempts, enqueued_at, started_at, finished_at, queue_wait_s, settings_hash
         FROM evaluations ORDER BY job_id""",
     "submissions": """
         SELECT s.arm, s.agent, s.id AS submission_id, s.request_id, s.commit_sha AS "commit",
@@ -530,7 +531,12 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _read(db: sqlite3.Connection, name: str) -> pd.DataFrame:
-    cursor = db.execute(_SQL[name])
+    sql = _SQL[name]
+    if name == "evaluations" and "settings_hash" not in {
+        row[1] for row in db.execute("PRAGMA table_info(evaluations)")
+    }:  # a log made before evaluations recorded their judge settings
+        sql = sql.replace("queue_wait_s, settings_hash", "queue_wait_s, '' AS settings_hash")
+    cursor = db.execute(sql)
     names = [d[0] for d in cursor.description]
     return _numeric(pd.DataFrame.from_records(cursor.fetchall(), columns=names))
 
@@ -623,6 +629,7 @@ def _evaluations(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     df["near_tie"] = _flag(df["near_tie"])
     df["b1_unresolved"] = _flag(df["b1_unresolved"])
     df["pseudo_agent"] = df["agent"].isin(list(PSEUDO_AGENTS))
+    df["settings_hash"] = df["settings_hash"].fillna("").astype(str)
     df["t_enqueued_s"] = df["enqueued_at"] - t0
     df["t_start_s"] = df["started_at"] - t0
     df["t_end_s"] = df["finished_at"] - t0

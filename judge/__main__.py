@@ -49,9 +49,8 @@ def main(argv: list[str]) -> int:
     from isolation import DockerUnavailable, docker_client
     from judge.preflight import format_table, run_preflight
     from judge.private import setup
-    from judge.queue import JudgeQueue
     from judge.sandbox import InfrastructureFault
-    from judge.service import describe, run_until_done, serve_forever
+    from judge.service import describe, queue_for, run_until_done, serve_forever
 
     if not argv or argv[0] not in COMMANDS:
         print(f"usage: python -m judge {{{'|'.join(COMMANDS)}}} [key=value ...]", file=sys.stderr)
@@ -88,7 +87,7 @@ def main(argv: list[str]) -> int:
             if report.note:
                 print(report.note)
             return 0 if report.ok else 1
-        queue = JudgeQueue(home.queue_path, cfg.judge.queue_policy)
+        queue = queue_for(cfg, home)  # judged only under these settings
         job = queue.enqueue(
             arm=cfg.arm,
             agent=cfg.agent,

@@ -20,8 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from isolation.gitutil import commit_all, template_repo
 from judge.private import JudgeHome, task_fingerprint
-from judge.queue import JudgeQueue
-from judge.service import describe, run_until_done
+from judge.service import describe, queue_for, run_until_done
 from judge.verdict import Evaluation
 from tasks.schema import task_root
 
@@ -195,7 +194,7 @@ def run_preflight(
             )
         mutants = [m for m in mutants if m.name in only]
     repo, shas = build_mutant_repo(cfg, home, mutants)
-    queue = JudgeQueue(home.queue_path, cfg.judge.queue_policy)
+    queue = queue_for(cfg, home)  # jobs carry these settings: no other worker judges them
     jobs = {
         m.name: queue.enqueue(
             arm="preflight", agent="judge", repo=str(repo), commit=shas[m.name], label=m.name

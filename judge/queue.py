@@ -3,11 +3,16 @@
 An evaluation is claimed and its result written in single transactions, so a judge killed
 mid-evaluation leaves the job ``running``; the next worker for that device puts it back in
 the queue. A job is therefore never lost and never counted twice.
+
+Every job carries the hash of the judge settings it must be judged under
+(``judge.config.settings_hash``), and a worker claims only jobs of its own hash: a run is never
+judged by a service that another run started with other settings.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -37,7 +42,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished_at REAL,
     verdict TEXT,
     result TEXT,
-    fair_key TEXT NOT NULL DEFAULT ''
+    fair_key TEXT NOT NULL DEFAULT '',
+    settings_hash TEXT NOT NULL DEFAULT '',
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, id);
 CREATE TABLE IF NOT EXISTS events (
@@ -75,6 +82,7 @@ class Job:
     commit: str
     attempts: int
     enqueued_at: float
+    settings_hash: str = ""
 
 
 class JudgeQueue:
@@ -87,19 +95,27 @@ class JudgeQueue:
             job has one, else its name: runs sharing one judge (a parallel sweep) pass
             ``run/arm`` keys, so that every run's arms take turns, rather than all runs' "swarm"
             arms sharing one turn and a run that queued later waiting behind the others.
+        settings_hash: the judge settings of this side of the queue: jobs it enqueues carry
+            it, and ``claim`` takes only jobs of this hash, or jobs queued with none (a tool
+            that names no settings accepts any; the evaluation still records the hash used).
     """
 
-    def __init__(self, path: str | Path, policy: str = "fifo") -> None:
+    def __init__(self, path: str | Path, policy: str = "fifo", settings_hash: str = "") -> None:
         if policy not in POLICIES:
             raise ValueError(f"queue policy {policy!r} is not one of {', '.join(POLICIES)}")
         self.path = Path(path)
         self.policy = policy
+        self.settings_hash = settings_hash
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.executescript(_SCHEMA)
             columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
             if "fair_key" not in columns:  # a queue made before fair keys existed
                 db.execute("ALTER TABLE jobs ADD COLUMN fair_key TEXT NOT NULL DEFAULT ''")
+            if "settings_hash" not in columns:  # a queue made before jobs named their settings
+                db.execute("ALTER TABLE jobs ADD COLUMN settings_hash TEXT NOT NULL DEFAULT ''")
+            if "owner" not in columns:
+                db.execute("ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
 
     def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
         return connect_wal(self.path)
@@ -114,31 +130,82 @@ class JudgeQueue:
         label: str = "",
         fair_key: str = "",
     ) -> int:
-        """Queue one commit (a full sha) of ``repo``; returns the job id. ``fair_key``: whose
-        turn this job takes under the ``fair`` policy (default: the arm's name)."""
+        """Queue one commit (a full sha) of ``repo`` under this queue's settings hash; returns
+        the job id. ``fair_key``: whose turn this job takes under the ``fair`` policy (default:
+        the arm's name)."""
         with self._connect() as db:
             cur = db.execute(
                 "INSERT INTO jobs (arm, agent, label, repo, commit_sha, state, enqueued_at,"
-                " fair_key) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)",
-                (arm, agent, label, str(repo), commit, time.time(), fair_key),
+                " fair_key, settings_hash, owner) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                (
+                    arm,
+                    agent,
+                    label,
+                    str(repo),
+                    commit,
+                    time.time(),
+                    fair_key,
+                    self.settings_hash,
+                    process_token(),
+                ),
             )
             job_id = int(cur.lastrowid or 0)
-            self._event(db, job_id, "enqueued", {"arm": arm, "agent": agent, "commit": commit})
+            self._event(
+                db,
+                job_id,
+                "enqueued",
+                {"arm": arm, "agent": agent, "commit": commit, "settings": self.settings_hash},
+            )
             return job_id
 
-    def claim(self, device: str) -> Job | None:
-        """Take the next job by policy and mark it running on ``device``; None when empty."""
-        order = "j.id"
+    def _order(self) -> str:
         if self.policy == "fair":
-            order = (
+            return (
                 "(SELECT COALESCE(MAX(k.started_at), 0) FROM jobs k"
                 f" WHERE {_TURN.format(t='k')} = {_TURN.format(t='j')}"
                 " AND k.started_at IS NOT NULL), j.id"
             )
+        return "j.id"
+
+    def next_turn(self) -> str | None:
+        """Whose turn the device is, by policy: the settings hash of the next queued job whose
+        submitter is alive, or this queue's own when the next is one of its own settings or of
+        none; None when nothing waits. Jobs of a process that is gone (a run killed and not
+        resumed) are skipped here: they wait for a worker of their settings, never block one."""
+        with self._connect() as db:
+            rows = db.execute(
+                f"SELECT j.settings_hash, j.owner FROM jobs j WHERE j.state = 'queued'"
+                f" ORDER BY {self._order()}"
+            ).fetchall()
+        alive: dict[str, bool] = {}
+        for settings, owner in rows:
+            if settings in (self.settings_hash, ""):
+                return self.settings_hash
+            if owner not in alive:
+                alive[owner] = process_alive(owner)
+            if alive[owner]:
+                return settings
+        return None
+
+    def adopt(self, job_ids: list[int]) -> None:
+        """Make this process the submitter of ``job_ids`` still queued (a resumed run takes
+        over the jobs its killed runner queued, so they count as alive in ``next_turn``)."""
+        with self._connect() as db:
+            db.executemany(
+                "UPDATE jobs SET owner = ? WHERE id = ? AND state = 'queued'",
+                [(process_token(), job_id) for job_id in job_ids],
+            )
+
+    def claim(self, device: str) -> Job | None:
+        """Take the next job of this queue's settings (or of none) by policy and mark it
+        running on ``device``; None when there is none."""
+        order = self._order()
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             row = db.execute(
-                f"SELECT j.id FROM jobs j WHERE j.state = 'queued' ORDER BY {order} LIMIT 1"
+                "SELECT j.id FROM jobs j WHERE j.state = 'queued'"
+                f" AND j.settings_hash IN (?, '') ORDER BY {order} LIMIT 1",
+                (self.settings_hash,),
             ).fetchone()
             if row is None:
                 db.execute("COMMIT")
@@ -176,17 +243,19 @@ class JudgeQueue:
             )
             self._event(db, job_id, "requeued", {"why": why})
 
-    def cancel(self, job_ids: list[int], why: str) -> list[int]:
+    def cancel(self, job_ids: list[int], why: str, *, running: bool = False) -> list[int]:
         """Withdraw jobs still waiting (a run past its deadline); returns those withdrawn.
-        A job already running or done is left alone."""
+        A job done is left alone, and so is one running unless ``running`` (a run that ended:
+        nobody would record its result, so the worker's ``finish`` is refused)."""
+        states = ("queued", "running") if running else ("queued", "queued")
         cancelled = []
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             for job_id in job_ids:
                 cur = db.execute(
                     "UPDATE jobs SET state = 'cancelled', finished_at = ?"
-                    " WHERE id = ? AND state = 'queued'",
-                    (time.time(), job_id),
+                    " WHERE id = ? AND state IN (?, ?)",
+                    (time.time(), job_id, *states),
                 )
                 if cur.rowcount:
                     cancelled.append(job_id)
@@ -242,10 +311,13 @@ class JudgeQueue:
                 raise TimeoutError(f"job {job_id} not done after {timeout} s")
             time.sleep(poll)
 
-    def counts(self) -> dict[str, int]:
-        """Number of jobs per state."""
+    def counts(self, settings_hash: str | None = None) -> dict[str, int]:
+        """Number of jobs per state (only those of ``settings_hash``, if given)."""
+        sql, args = "SELECT state, COUNT(*) FROM jobs", ()
+        if settings_hash is not None:
+            sql, args = sql + " WHERE settings_hash = ?", (settings_hash,)
         with self._connect() as db:
-            rows = db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+            rows = db.execute(sql + " GROUP BY state", args).fetchall()
         return {state: n for state, n in rows}
 
     def evaluations(self) -> list[Evaluation]:
@@ -269,7 +341,7 @@ class JudgeQueue:
 
     def _job(self, db: sqlite3.Connection, job_id: int) -> Job:
         row = db.execute(
-            "SELECT id, arm, agent, label, repo, commit_sha, attempts, enqueued_at"
+            "SELECT id, arm, agent, label, repo, commit_sha, attempts, enqueued_at, settings_hash"
             " FROM jobs WHERE id = ?",
             (job_id,),
         ).fetchone()
@@ -281,3 +353,40 @@ class JudgeQueue:
             "INSERT INTO events (at, job_id, kind, data) VALUES (?, ?, ?, ?)",
             (time.time(), job_id, kind, json.dumps(data, sort_keys=True)),
         )
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name may hold spaces
+
+
+def process_token(pid: int | None = None) -> str:
+    """``pid:start time``: names one process, not a later one that reuses its pid."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_start_time(pid) or ''}"
+
+
+def process_alive(token: str) -> bool:
+    """True while the process ``process_token`` named is alive (not a zombie)."""
+    pid_text, _, started = token.partition(":")
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        return False
+    if not Path("/proc/self/stat").exists():  # no /proc: only the pid can tell
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z" and (not started or fields[19] == started)

@@ -4,11 +4,19 @@ The worker holds an exclusive lock on its device for as long as it lives, so two
 time evaluations on the same device. At start it re-queues what a dead worker left running and
 removes that worker's sandboxes. ``start_service`` launches it as its own OS process, in its own
 session and process group, so restarting the runner or an agent never takes the judge down.
+
+A worker serves only the settings it was started with: it claims only jobs queued under its
+own settings hash (``judge.config.settings_hash``), stamps that hash on every evaluation, and
+names it in its device lock, so a run with other settings can see whom it waits for. A service
+that a run started (``start_service(owner=...)``) leaves once that run's process is gone and
+no job of its settings is left: it never outlives its run holding the device with stale
+settings, yet a run killed and resumed (same settings) finds it still at work.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import fcntl
 import json
 import os
@@ -23,37 +31,63 @@ from types import FrameType
 
 from omegaconf import DictConfig
 
+from judge.config import settings_hash
 from judge.evaluation import Evaluator
 from judge.private import JudgeHome
-from judge.queue import JudgeQueue
+from judge.queue import JudgeQueue, process_alive
 from judge.sandbox import judge_cpuset, remove_stale_sandboxes
 from judge.verdict import Evaluation, Verdict
 from tasks.schema import PROJECT_ROOT
 
 Progress = Callable[[str], None]
 
+# Set by ``start_service`` for the service it starts: the starting process ("pid:start time")
+# and the log file the service writes to.
+OWNER_ENV = "SWARMLAB_JUDGE_OWNER"
+LOG_ENV = "SWARMLAB_JUDGE_LOG"
+
 
 class DeviceBusy(Exception):
     """Another live worker holds this device."""
 
 
+def _lock_path(home: JudgeHome, device: str) -> Path:
+    return home.root / f"device-{device.replace(':', '_').replace('/', '_')}.lock"
+
+
 class DeviceLock:
     """An exclusive, non-blocking flock on ``<home>/device-<name>.lock``; released by the OS
-    if the holder dies."""
+    if the holder dies. The holder writes its pid and settings hash into the file (JSON)."""
 
-    def __init__(self, home: JudgeHome, device: str) -> None:
-        self.path = home.root / f"device-{device.replace(':', '_').replace('/', '_')}.lock"
+    def __init__(
+        self,
+        home: JudgeHome,
+        device: str,
+        settings: str = "",
+        log: str = "",
+        patience_s: float = 0.0,
+    ) -> None:
+        self.path = _lock_path(home, device)
+        self.patience_s = patience_s
+        self.record = {"pid": os.getpid(), "settings_hash": settings, "log": log}
         self._fd: int | None = None
 
     def __enter__(self) -> DeviceLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise DeviceBusy(f"a judge worker already holds {self.path.name}") from None
+        # ``device_holder`` probes by taking the lock for an instant: a worker starting just
+        # then tries again rather than taking that for a live worker.
+        deadline = time.monotonic() + self.patience_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise DeviceBusy(f"a judge worker already holds {self.path.name}") from None
+                time.sleep(0.05)
         os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        os.write(fd, json.dumps(self.record).encode())
         self._fd = fd
         return self
 
@@ -63,8 +97,26 @@ class DeviceLock:
             self._fd = None
 
 
+def device_holder(home: JudgeHome, device: str) -> dict | None:
+    """Who holds ``device`` now: ``{"pid", "settings_hash", "log"}`` (values None while the
+    holder is still writing them), or None when no worker holds it."""
+    try:
+        with DeviceLock(home, device):
+            return None
+    except DeviceBusy:
+        pass
+    try:
+        record = json.loads(_lock_path(home, device).read_text())
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict):
+        record = {}
+    return {key: record.get(key) for key in ("pid", "settings_hash", "log")}
+
+
 def queue_for(cfg: DictConfig, home: JudgeHome) -> JudgeQueue:
-    return JudgeQueue(home.queue_path, cfg.judge.queue_policy)
+    """The queue as this config's side sees it: enqueues and claims under its settings hash."""
+    return JudgeQueue(home.queue_path, cfg.judge.queue_policy, settings_hash(cfg))
 
 
 def work(
@@ -74,9 +126,18 @@ def work(
     stop: Callable[[], bool] = lambda: False,
     idle_exit: bool = False,
     progress: Progress | None = None,
+    idle_stop: Callable[[], bool] = lambda: False,
+    on_ready: Callable[[str], None] | None = None,
 ) -> int:
-    """Drain the queue on ``cfg.judge.device`` until ``stop()`` or, with ``idle_exit``, until
-    it is empty. Returns the number of evaluations finished.
+    """Drain the queue on ``cfg.judge.device`` of the jobs of this config's settings until
+    ``stop()`` or, with ``idle_exit``, until none is left; also once none is left and
+    ``idle_stop()``. ``on_ready(hash)`` is called once the device is held. Returns the number
+    of evaluations finished.
+
+    The device is handed over between evaluations: when, by the queue's policy, the next job
+    is a live submitter's job of other settings, the worker returns (a service then exits) so
+    that a worker of those settings can take the device. Runs with different settings on one
+    judge (a sweep over seeds) thus take turns, each judged under its own settings.
 
     Raises:
         DeviceBusy: another worker owns the device (then just wait on the queue).
@@ -84,7 +145,9 @@ def work(
     device = cfg.judge.device
     queue = queue_for(cfg, home)
     finished = 0
-    with DeviceLock(home, device):
+    with DeviceLock(home, device, queue.settings_hash, os.environ.get(LOG_ENV, ""), 1.0):
+        if on_ready:
+            on_ready(queue.settings_hash)
         recovered = queue.recover(device)
         removed = remove_stale_sandboxes(home.owner, device)
         if progress and (recovered or removed):
@@ -94,9 +157,14 @@ def work(
             )
         evaluator = Evaluator(cfg, home)
         while not stop():
+            turn = queue.next_turn()
+            if turn not in (None, queue.settings_hash):
+                if progress:
+                    progress(f"judge: the next job is one of settings {turn}: handing over")
+                break
             job = queue.claim(device)
             if job is None:
-                if idle_exit:
+                if idle_exit or idle_stop():
                     break
                 time.sleep(0.2)
                 continue
@@ -105,7 +173,9 @@ def work(
                     f"judge: evaluating job {job.id}"
                     f" ({job.arm}/{job.agent} {job.label or job.commit[:10]})"
                 )
-            evaluation = evaluator.evaluate(job)
+            evaluation = dataclasses.replace(
+                evaluator.evaluate(job), settings_hash=queue.settings_hash
+            )
             if evaluation.verdict is Verdict.ERROR and job.attempts < cfg.judge.max_attempts:
                 queue.requeue(job.id, evaluation.detail)
                 if progress:
@@ -113,7 +183,10 @@ def work(
                         f"judge: job {job.id} hit a judge fault, re-queued: {evaluation.detail}"
                     )
                 continue
-            queue.finish(job.id, evaluation)
+            if not queue.finish(job.id, evaluation):
+                if progress:  # its run ended meanwhile and withdrew it
+                    progress(f"judge: job {job.id} was withdrawn; its result is dropped")
+                continue
             finished += 1
             if progress:
                 progress(f"judge: job {job.id} -> {describe(evaluation)}")
@@ -152,6 +225,7 @@ def run_until_done(
     queue = queue_for(cfg, home)
     pending = set(job_ids)
     lock = threading.Lock()
+    told: set[object] = set()
 
     def done() -> bool:
         with lock:
@@ -163,7 +237,19 @@ def run_until_done(
         while not done():
             try:
                 work(device_cfg, home, stop=done, idle_exit=True, progress=progress)
+                if not done():
+                    time.sleep(0.5)  # it handed the device over: look again soon
             except DeviceBusy:
+                holder = device_holder(home, device_cfg.judge.device) or {}
+                theirs = holder.get("settings_hash")
+                if progress and theirs and theirs != queue.settings_hash and theirs not in told:
+                    told.add(theirs)
+                    progress(
+                        f"judge: the worker on device {device_cfg.judge.device}"
+                        f" (pid {holder.get('pid')}) serves other judge settings"
+                        f" ({theirs}, these are {queue.settings_hash}); it hands the device"
+                        " over between evaluations, when these jobs' turn comes"
+                    )
                 time.sleep(0.5)
 
     helpers = [
@@ -194,8 +280,10 @@ def describe(evaluation: Evaluation) -> str:
 def serve_forever(cfg: DictConfig, home: JudgeHome) -> int:
     """The body of ``python -m judge serve``: work until SIGTERM/SIGINT, recording a pid file.
 
-    A signal stops the worker between evaluations; one in progress is left ``running`` and
-    re-queued by the next worker, so nothing is lost or counted twice."""
+    A signal stops the worker between evaluations; a second one stops it at once. One in
+    progress is left ``running`` and re-queued by the next worker, so nothing is lost or
+    counted twice. Started by a run (``OWNER_ENV`` set), it also leaves once that run's process
+    is gone and no job of its settings is waiting or running."""
     stopping = False
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -207,15 +295,34 @@ def serve_forever(cfg: DictConfig, home: JudgeHome) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     info = home.root / f"service-{os.getpid()}.json"
-    info.write_text(
-        json.dumps({"pid": os.getpid(), "started_at": time.time(), "device": cfg.judge.device})
-    )
+    owner = os.environ.get(OWNER_ENV, "")
 
     def log(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
 
+    def ready(settings: str) -> None:
+        info.write_text(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "started_at": time.time(),
+                    "device": cfg.judge.device,
+                    "settings_hash": settings,
+                    "owner": owner,
+                    "log": os.environ.get(LOG_ENV, ""),
+                }
+            )
+        )
+        log(f"judge: serving device {cfg.judge.device} with settings {settings}")
+
+    def orphaned() -> bool:
+        if not owner or process_alive(owner):
+            return False
+        log("judge: the run that started this service is gone and none of its jobs is left")
+        return True
+
     try:
-        work(cfg, home, stop=lambda: stopping, progress=log)
+        work(cfg, home, stop=lambda: stopping, progress=log, idle_stop=orphaned, on_ready=ready)
     except DeviceBusy as busy:
         log(f"judge: not starting: {busy}")
         return 0
@@ -233,9 +340,11 @@ def worker_alive(home: JudgeHome, device: str) -> bool:
         return True
 
 
-def start_service(config_file: Path, log_path: Path) -> subprocess.Popen:
+def start_service(config_file: Path, log_path: Path, owner: str = "") -> subprocess.Popen:
     """Start ``python -m judge serve --config FILE`` as its own OS process, in its own session
-    and process group, so that stopping the runner or an agent never takes the judge down."""
+    and process group, so that stopping the runner or an agent never takes the judge down.
+    ``owner`` (a ``process_token``): the service leaves once that process is gone and no job
+    of its settings is left."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
@@ -245,5 +354,10 @@ def start_service(config_file: Path, log_path: Path) -> subprocess.Popen:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+            env={
+                **os.environ,
+                "PYTHONPATH": str(PROJECT_ROOT),
+                OWNER_ENV: owner,
+                LOG_ENV: str(log_path.resolve()),
+            },
         )

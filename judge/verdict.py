@@ -53,6 +53,8 @@ class Evaluation:
     started_at: float = 0.0
     finished_at: float = 0.0
     label: str = ""
+    # The judge settings it was judged under (judge.config.settings_hash), set by the worker.
+    settings_hash: str = ""
 
     @property
     def queue_wait_s(self) -> float:

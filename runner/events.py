@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
     commit_sha TEXT NOT NULL, verdict TEXT NOT NULL, reason TEXT NOT NULL, detail TEXT NOT NULL,
     metrics TEXT NOT NULL, stages TEXT NOT NULL, flags TEXT NOT NULL, attempts INTEGER NOT NULL,
     enqueued_at REAL NOT NULL, started_at REAL NOT NULL, finished_at REAL NOT NULL,
-    queue_wait_s REAL NOT NULL
+    queue_wait_s REAL NOT NULL, settings_hash TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
@@ -75,6 +75,11 @@ class EventLog:
             db.execute(
                 "CREATE UNIQUE INDEX IF NOT EXISTS messages_request ON messages (request_id)"
             )
+            columns = {row[1] for row in db.execute("PRAGMA table_info(evaluations)")}
+            if "settings_hash" not in columns:  # the judge settings an evaluation was made under
+                db.execute(
+                    "ALTER TABLE evaluations ADD COLUMN settings_hash TEXT NOT NULL DEFAULT ''"
+                )
             columns = {row[1] for row in db.execute("PRAGMA table_info(tokens)")}
             if "requests" not in columns:  # distinct API calls the record counts (or NULL)
                 db.execute("ALTER TABLE tokens ADD COLUMN requests INTEGER")
@@ -139,8 +144,10 @@ class EventLog:
         e = evaluation
         with self.connect() as db:
             cur = db.execute(
-                "INSERT OR IGNORE INTO evaluations VALUES"
-                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO evaluations (job_id, submission_id, arm, agent,"
+                " commit_sha, verdict, reason, detail, metrics, stages, flags, attempts,"
+                " enqueued_at, started_at, finished_at, queue_wait_s, settings_hash) VALUES"
+                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     e.job_id,
                     submission_id,
@@ -158,6 +165,7 @@ class EventLog:
                     e.started_at,
                     e.finished_at,
                     e.queue_wait_s,
+                    getattr(e, "settings_hash", ""),
                 ),
             )
             return cur.rowcount == 1

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -25,7 +25,9 @@ from isolation import DockerUnavailable, docker_client
 from isolation.backends import AgentSpec, get_backend
 from isolation.gitutil import template_repo
 from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm
-from judge.api import save_judge_config
+from judge.api import load_judge_config, save_judge_config
+from judge.checkout import BadInput
+from judge.config import settings_hash
 from judge.preflight import (
     format_table,
     passed_preflight,
@@ -33,9 +35,9 @@ from judge.preflight import (
     run_preflight,
 )
 from judge.private import JudgeHome, home_path, setup
-from judge.queue import JudgeQueue
+from judge.queue import JudgeQueue, process_token
 from judge.sandbox import judge_cpuset
-from judge.service import start_service, worker_alive
+from judge.service import device_holder, start_service
 from runner.confirm import CHAMPION, plan_rechecks, queue_rechecks
 from runner.events import EventLog
 from runner.gateway import Gateway, fair_key
@@ -70,35 +72,154 @@ class RunRefused(Exception):
     """The run cannot start (preflight failed, no engine, bad from_run): one clear message."""
 
 
+class JudgeServiceFailed(RunRefused):
+    """The judge service this run starts keeps dying: its log says why."""
+
+
+# A service that dies this soon after it started, this many times in a row, is not started
+# again: its settings or the judge itself are broken, and restarting it would only hide that.
+QUICK_DEATH_S = 60.0
+QUICK_DEATHS = 3
+
+
 @dataclass
 class JudgeLink:
-    """The runner's view of the judge service: started when none runs, never killed with the
-    runner (own session), stopped at the end only if this run started it and nothing waits."""
+    """The runner's view of the judge service. The run is judged only under its own settings
+    (``settings``, the hash of ``config_file``): by a service it starts, or by a live one that
+    serves the same settings; a live one with other settings is waited for, never used. The
+    service is never killed with the runner (own session); it leaves by itself once this run's
+    process is gone and none of its jobs is left (``judge.service.serve_forever``), and is
+    stopped at the end if this run started it and no job of its settings waits."""
 
     home: JudgeHome
     device: str
     config_file: Path
     log_file: Path
     process: subprocess.Popen | None = None
+    # This run's side of the queue (set by the run): whose turn the device is.
+    queue: JudgeQueue | None = None
+    settings: str = field(init=False, default="")
+    _started: float = field(init=False, default=0.0)
+    _quick_deaths: int = field(init=False, default=0)
+    _told: tuple[str, Any] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        # The hash of the saved file as the service loads it, so both sides agree on it.
+        try:
+            self.settings = settings_hash(load_judge_config(self.config_file))
+        except BadInput as exc:  # the service would refuse it too, at every restart
+            raise RunRefused(f"judge settings: {exc}") from None
+
+    def start(self, timeout_s: float = QUICK_DEATH_S) -> None:
+        """``ensure_running``, then wait until the service holds the device (or is seen to be
+        another's): a service that cannot start stops the run before any agent starts."""
+        limit = time.monotonic() + timeout_s
+        while time.monotonic() < limit:
+            self.ensure_running()
+            if self.process is None:
+                return  # judged by a live service with these settings, or waiting for one
+            holder = device_holder(self.home, self.device)
+            if holder and holder["pid"] == self.process.pid:
+                return
+            time.sleep(0.2)
 
     def ensure_running(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            return
-        if worker_alive(self.home, self.device):
-            return
-        self.process = start_service(self.config_file, self.log_file)
+        """Keep a service of this run's settings on the device, or wait for the device.
 
-    def stop_if_ours(self, queue: JudgeQueue) -> None:
+        Raises:
+            JudgeServiceFailed: the service this run started died ``QUICK_DEATHS`` times in a
+                row, each within ``QUICK_DEATH_S`` of starting.
+        """
+        if self.process is not None:
+            code = self.process.poll()
+            if code is None:
+                return
+            self._exited(code)
+        holder = device_holder(self.home, self.device)
+        if holder is None:
+            turn = self.queue.next_turn() if self.queue is not None else None
+            if turn not in (None, self.settings):
+                return  # a job of other settings is next: its run starts its worker
+            self.process = start_service(self.config_file, self.log_file, process_token())
+            self._started = time.monotonic()
+            return
+        pid, theirs = holder["pid"], holder["settings_hash"]
+        if pid is None:
+            return  # a worker is just taking the device: look again next time
+        if theirs == self.settings:
+            if self._told != ("shared", pid):
+                self._told = ("shared", pid)
+                self._note(
+                    f"judge: this run is judged by the service pid {pid} (log {holder['log']}),"
+                    f" which serves the same settings {self.settings}"
+                )
+            return
+        if self._told != ("waiting", theirs):  # once per other settings, not per hand-over
+            self._told = ("waiting", theirs)
+            line = (
+                f"judge: the judge worker on device {self.device} (pid {pid}) serves other"
+                f" settings ({theirs or 'unknown'}; this run's are {self.settings}): this run's"
+                " evaluations wait for their turn (the device changes hands between"
+                " evaluations)"
+            )
+            say(line)
+            self._note(line)
+
+    def _exited(self, code: int) -> None:
+        lived = time.monotonic() - self._started
+        self.process = None
+        if code == 0:  # it left by itself (the device was taken meanwhile, or it was stopped)
+            self._quick_deaths = 0
+            return
+        self._quick_deaths = self._quick_deaths + 1 if lived < QUICK_DEATH_S else 0
+        if self._quick_deaths >= QUICK_DEATHS:
+            last = self._last_line()
+            raise JudgeServiceFailed(
+                f"the judge service died {self._quick_deaths} times in a row, each within"
+                f" {QUICK_DEATH_S:g} s of starting (last exit code {code}); see {self.log_file}"
+                + (f" (its last line: {last})" if last else "")
+            )
+        say(
+            f"judge: the judge service exited with code {code} after {lived:.0f} s;"
+            f" starting it again (see {self.log_file})"
+        )
+
+    def _note(self, line: str) -> None:
+        """A line in this run's service log, which then exists even when another process's
+        service judges the run (it says which)."""
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "a") as log:
+            log.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+
+    def _last_line(self) -> str:
+        try:
+            lines = self.log_file.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1].strip()[:300] if lines else ""
+
+    def stop_if_ours(self, queue: JudgeQueue, withdraw: list[int] | None = None) -> None:
+        """At the run's end: withdraw ``withdraw`` from the queue (this run's jobs nobody will
+        record any more, one being judged included), then stop the service this run started
+        unless a job of its settings still waits or runs (another run with them needs it)."""
+        if withdraw:
+            queue.cancel(withdraw, "its run ended", running=True)
         if self.process is None or self.process.poll() is not None:
             return
-        counts = queue.counts()
+        counts = queue.counts(self.settings)
         if counts.get("queued", 0) or counts.get("running", 0):
-            return  # other runs still need it
+            return  # another run with the same settings still needs it
         self.process.send_signal(signal.SIGTERM)
         try:
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=5)  # idle: it leaves within a poll
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            # Inside an evaluation nobody waits for (a withdrawn job): a second signal ends it.
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 def judge_app_config(cfg: DictConfig) -> DictConfig:
@@ -351,14 +472,21 @@ class Run:
         first_event: str,
     ) -> int:
         cfg = self.cfg
-        queue = JudgeQueue(home.queue_path, cfg.judge.queue_policy)
         link = JudgeLink(
             home,
             cfg.judge.device,
             save_judge_config(cfg.task, cfg.judge, self.run_dir / "judge.yaml"),
             self.run_dir / "judge-service.log",
         )
-        link.ensure_running()
+        # Every job this run queues names its settings; only a worker with them judges it.
+        queue = link.queue = JudgeQueue(home.queue_path, cfg.judge.queue_policy, link.settings)
+        # A resumed run takes over what its killed runner queued: their turns count again.
+        queue.adopt([s["job_id"] for s in self.events.pending_jobs()])
+        recorded = self.events.meta().get("judge_settings_hash")
+        if recorded and recorded != link.settings:
+            say(f"judge: this run was judged under settings {recorded}, now {link.settings}")
+        self.events.set_meta(judge_settings_hash=recorded or link.settings)
+        link.start()
         try:
             gateway = Gateway(
                 self.events,
@@ -489,7 +617,8 @@ class Run:
         self.events.set_meta(status="finished" if reason in NORMAL_ENDS else reason, ended_at=ended)
         rows = summarize(self.events, self.run_dir)
         write_summary(rows, self.run_dir / "summary.csv")
-        link.stop_if_ours(queue)
+        # What is still pending now is never recorded: withdrawn, even from the judge's hands.
+        link.stop_if_ours(queue, [s["job_id"] for s in self.events.pending_jobs()])
         print(format_summary(rows))
         print(f"results: {self.run_dir}")
         return 0 if reason in NORMAL_ENDS else 130

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
+import subprocess
 import time
 
 import pytest
 
-from judge.queue import JudgeQueue
+from judge.queue import JudgeQueue, connect_wal, process_alive, process_token
 from judge.verdict import Evaluation, Verdict
 
 
@@ -148,3 +150,75 @@ def test_cancel_withdraws_only_waiting_jobs(tmp_path):
     assert q.claim("cpu") is None
     with pytest.raises(LookupError, match="cancelled"):
         q.wait(waiting, timeout=1)
+
+
+# -- settings: a job is judged only under the settings it was queued with --------------------
+
+
+def _dead_process_token() -> str:
+    """The token of a process that has exited (and been reaped)."""
+    proc = subprocess.Popen(["true"])
+    token = process_token(proc.pid)
+    proc.wait()
+    return token
+
+
+def test_a_worker_claims_only_jobs_of_its_own_settings_or_of_none(tmp_path):
+    path = tmp_path / "q.sqlite"
+    run_a = JudgeQueue(path, settings_hash="a" * 16)
+    run_b = JudgeQueue(path, settings_hash="b" * 16)
+    first_a = run_a.enqueue(arm="x", agent="w", repo="/r", commit="c" * 40)
+    first_b = run_b.enqueue(arm="x", agent="w", repo="/r", commit="d" * 40)
+    anyone = JudgeQueue(path).enqueue(arm="x", agent="w", repo="/r", commit="e" * 40)
+    # B's worker skips A's older job: it is never judged under B's settings.
+    assert run_b.claim("cpu").id == first_b
+    assert run_b.claim("cpu").id == anyone
+    assert run_b.claim("cpu") is None
+    job = run_a.claim("cpu")
+    assert job.id == first_a and job.settings_hash == "a" * 16
+    assert run_a.counts("a" * 16) == {"running": 1}
+    assert run_a.counts("b" * 16) == {"running": 1}
+    assert run_a.counts() == {"running": 3}
+
+
+def test_the_turn_follows_the_policy_across_settings_and_skips_dead_submitters(tmp_path):
+    path = tmp_path / "q.sqlite"
+    mine = JudgeQueue(path, settings_hash="m" * 16)
+    theirs = JudgeQueue(path, settings_hash="t" * 16)
+    assert mine.next_turn() is None
+    stale = theirs.enqueue(arm="x", agent="w", repo="/r", commit="c" * 40)
+    with connect_wal(path) as db:  # queued by a run whose runner was killed, never resumed
+        db.execute("UPDATE jobs SET owner = ? WHERE id = ?", (_dead_process_token(), stale))
+    assert mine.next_turn() is None  # a dead run's job never blocks a live one
+    assert theirs.next_turn() == "t" * 16  # but its own settings' worker still takes it
+    live = theirs.enqueue(arm="x", agent="w", repo="/r", commit="d" * 40)
+    mine.enqueue(arm="x", agent="w", repo="/r", commit="e" * 40)
+    assert mine.next_turn() == "t" * 16  # the live job of other settings came first
+    theirs.adopt([stale])  # a resumed run takes its jobs over
+    assert [theirs.claim("cpu").id for _ in range(2)] == [stale, live]
+    assert mine.next_turn() == "m" * 16
+
+
+def test_a_withdrawn_running_job_is_never_finished(tmp_path):
+    q = JudgeQueue(tmp_path / "q.sqlite", settings_hash="a" * 16)
+    job = q.enqueue(arm="a", agent="w", repo="/r", commit="c" * 40)
+    q.claim("cpu")
+    assert q.cancel([job], "its run ended", running=True) == [job]
+    assert q.finish(job, _evaluation(job)) is False
+    assert q.state(job) == "cancelled" and q.result(job) is None
+
+
+def test_the_settings_hash_travels_with_the_result(tmp_path):
+    q = JudgeQueue(tmp_path / "q.sqlite", settings_hash="a" * 16)
+    job = q.enqueue(arm="a", agent="w", repo="/r", commit="c" * 40)
+    q.claim("cpu")
+    q.finish(job, dataclasses.replace(_evaluation(job), settings_hash="a" * 16))
+    assert q.result(job).settings_hash == "a" * 16
+
+
+def test_process_tokens_tell_a_live_process_from_a_gone_one():
+    assert process_alive(process_token())
+    assert not process_alive(_dead_process_token())
+    pid, _, started = process_token().partition(":")
+    assert started and not process_alive(f"{pid}:{int(started) + 1}")  # a reused pid
+    assert not process_alive("")
