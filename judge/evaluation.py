@@ -112,6 +112,7 @@ class Timed:
     decode_s: float
     reset_s: float
     tokens: Any = None
+    margins: Any = None
 
     @property
     def total_s(self) -> float:
@@ -299,14 +300,14 @@ class _Run:
                 raise InfrastructureFault(
                     f"the baseline did not reproduce its own reference on {set_name}"
                 )
-        return Timed(prefill_s, decode_s, reset_s, gaps if margins else tokens)
+        return Timed(prefill_s, decode_s, reset_s, tokens, gaps)
 
     def check(self, set_name: str, tokens: Any, reason: str, context: str) -> None:
         """:meth:`verify`, after measuring the baseline's margins on a set drawn in this
         evaluation if the candidate differs from it (margins cost time, so only then)."""
         ref = self.reference(set_name)
         if ref.margins is None and self.differs(set_name, tokens) is not None:
-            gaps = self.base_set(set_name, decode=True, margins=True).tokens
+            gaps = self.base_set(set_name, decode=True, margins=True).margins
             try:
                 ref.margins = np.asarray(gaps, dtype=np.float64).reshape(ref.tokens.shape)
             except (TypeError, ValueError):
