@@ -20,10 +20,20 @@ runs ``submit --wait`` and posts the ``result``. A conflict or an unmet requirem
 The best PASS becomes the base. A critic's ``review`` that finds a bug in a commit makes it drop
 any base built on that commit (or holding the move the critic blames) and never relay onto one.
 Out of moves, it sweeps the library's parameters on its best engine, retries moves that did not
-apply on an older base, re-measures its base once, then watches the board for something to
-build on; only when nothing at all is left does it exit 0 (the supervisor restarts it with
-``SWARMLAB_KEEP_GOING=1``; it then continues from its notes and the board, never starting
-over). Reaching the target is not a reason to stop. Choices are deterministic given ``--seed``,
+apply on an older base, then watches the board for something to build on; only when nothing at
+all is left does it exit 0 (the supervisor restarts it with ``SWARMLAB_KEEP_GOING=1``; it then
+continues from its notes and the board, never starting over).
+
+**Never the same tree twice.** A worker never submits a tree (the code, whatever the commit)
+that it or another agent of its arm already submitted: the arm's submissions are in
+``/work/submissions.git``, its own in its notes (a tree whose only verdict was ERROR, the
+judge's fault, may go again). Each submission is written to its notes as ``submitting`` (commit
+and tree) *before* the request is made, so a kill at any point is settled on restart: a request
+still in the outbox is waited for, the gateway's reply or its ``refs/submissions/<agent>/<n>``
+gives the number, and only a request that never reached the gateway is forgotten (then tried
+again). It does not re-measure its base: the runner re-judges every arm's best itself.
+
+Reaching the target is not a reason to stop. Choices are deterministic given ``--seed``,
 the agent's name and what it reads (``random.Random(f"{seed}:{agent}")``, whose state is saved
 in its notes).
 
@@ -46,7 +56,8 @@ Environment: ``SWARMLAB_AGENT`` (its name), ``SWARMLAB_KEEP_GOING``, the tools' 
 and knobs for tests: ``SWARMLAB_SCRIPTED_POLL_S`` (board polling, default 5),
 ``SWARMLAB_SCRIPTED_IDLE_S`` (how long a worker with nothing left watches the board before
 exiting, default 120), ``SWARMLAB_SCRIPTED_MAX_ACTIONS`` (stop after that many actions),
-``SWARMLAB_CRITIC_CHECK_TIMEOUT`` (default 600 s).
+``SWARMLAB_CRITIC_CHECK_TIMEOUT`` (default 600 s), ``SWARMLAB_REPLY_TIMEOUT`` (how long a
+request found in the outbox after a restart is waited for, default 120 s, as the tools).
 """
 
 from __future__ import annotations
@@ -330,16 +341,20 @@ class Tools:
 class Attempt:
     """One thing a worker tried on a base: a move, a sweep value or a re-measure."""
 
-    action: str  # "move:NAME", "sweep:NAME=VALUE" or "rerun"
+    action: str  # "move:NAME", "sweep:NAME=VALUE" (or "rerun", in notes of older versions)
     base: str
     at: float
-    outcome: str  # PASS | WRONG | REJECT | ERROR | conflict | unmet | refused | timeout
+    # PASS | WRONG | REJECT | ERROR | conflict | unmet | refused | duplicate, or while no
+    # verdict is known: submitting (recorded, the request may or may not have been made) |
+    # timeout (submitted, its number known, no verdict yet)
+    outcome: str
     commit: str | None = None
     submission: int | None = None
     x: float | None = None
     tok_s: float | None = None
     reason: str | None = None
     kept: bool = False
+    tree: str | None = None  # the commit's tree: what the judge scores
 
 
 @dataclass
@@ -407,8 +422,12 @@ class Notes:
             return None
 
     def save(self, state: State) -> None:
+        """Atomically and durably: a submission is recorded here before it is made."""
         tmp = self.folder / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps(asdict(state), indent=1, default=list))
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(asdict(state), indent=1, default=list))
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, self.folder / STATE_FILE)
 
     def log(self, line: str) -> None:
@@ -460,6 +479,8 @@ class Agent:
         self.library = Library.load(Path(args.moves))
         self.repo = env_path("REPO", "/work/repo")
         self.submissions = env_path("SUBMISSIONS", "/work/submissions.git")
+        self.outbox = env_path("OUTBOX", "/work/outbox")
+        self.inbox = env_path("INBOX", "/work/inbox")
         self.notes = Notes(env_path("NOTES", "/work/notes"))
         self.git = Git(self.repo, self.agent)
         self.tools = Tools()
@@ -536,9 +557,11 @@ class Worker(Agent):
         # Work on a branch of our own: master stays the starting commit, for anyone looking.
         self.git("checkout", "-q", "-B", "scripted", self.state.base)
         self.git.reset(self.state.base)
+        self.reconcile()
         self.settle_pending()
         self.save()
         while self.time_left() > 0 and not self.out_of_actions():
+            self.settle_pending()
             self.absorb(self.read_board())
             if self.maybe_relay():
                 self.save()
@@ -721,7 +744,8 @@ class Worker(Agent):
         """Already tried on this very base: it did not apply, lacked a requirement, or PASSed
         no faster than the base."""
         return any(
-            a.base == self.state.base and a.outcome in ("conflict", "unmet", "PASS", "refused")
+            a.base == self.state.base
+            and a.outcome in ("conflict", "unmet", "PASS", "refused", "duplicate")
             for a in self.outcomes("move:" + name)
         )
 
@@ -772,15 +796,9 @@ class Worker(Agent):
                     return True
         if self.try_sweep(have):
             return True
-        if self.retry_variant(have):
-            return True
-        measured = any(
-            a.action == "rerun" and a.base == self.state.base for a in self.state.attempts
-        )
-        if not measured and self.state.base != self.state.master:
-            self.rerun()
-            return True
-        return False
+        # No re-measure of the base: that is a tree the arm had judged already, and the runner
+        # re-judges every arm's best itself, alike for every arm.
+        return self.retry_variant(have)
 
     # -- doing --
 
@@ -860,10 +878,36 @@ class Worker(Agent):
 
     def submit_and_report(self, action: str, label: str, commit: str, base: str) -> None:
         timeout = max(60.0, self.time_left() + 60.0)
+        tree = self.git("rev-parse", commit + "^{tree}")
+        earlier = self.judged_trees().get(tree)
+        if earlier is not None:
+            self.state.attempts.append(
+                Attempt(
+                    action,
+                    base,
+                    time.time(),
+                    "duplicate",
+                    commit=commit,
+                    tree=tree,
+                    reason=f"same tree as {earlier}",
+                )
+            )
+            self.notes.log(f"{label} on {short(base)}: not submitted, the same code as {earlier}")
+            self.git.reset(base)
+            return
+        attempt = Attempt(action, base, time.time(), "submitting", commit=commit, tree=tree)
+        self.state.attempts.append(attempt)
+        # On disk before the request exists: a kill from here on is settled by reconcile().
+        self.save()
         self.notes.log(f"submit {label} on {short(base)} as {short(commit)}")
         number, verdict, why = self.tools.submit(commit, f"{label} on {short(base)}", timeout)
-        attempt = Attempt(action, base, time.time(), "timeout", commit=commit, submission=number)
-        self.state.attempts.append(attempt)
+        attempt.outcome, attempt.submission = "timeout", number
+        if number is None and "no reply from the gateway" in why:
+            # The request is left in the outbox: the gateway may still take it (reconcile()).
+            attempt.outcome, attempt.reason = "submitting", why
+            self.notes.log(f"{label}: no reply yet from the gateway")
+            self.git.reset(base)
+            return
         if number is None:
             attempt.outcome, attempt.reason = "refused", why
             self.notes.log(f"{label}: submission refused: {why}")
@@ -964,8 +1008,93 @@ class Worker(Agent):
         self.notes.log(f"{label}: {said} - back to {short(self.state.base)}")
         self.git.reset(self.state.base or base)
 
+    def judged_trees(self) -> dict[str, str]:
+        """Tree -> whose submission it was, for every tree this agent or its arm submitted:
+        the gateway's copies (``refs/submissions/<agent>/<n>`` in the arm's read-only
+        ``submissions.git``) and this agent's notes (a submission the gateway has not copied
+        yet). A submission of ours that got ERROR (the judge's fault) does not count."""
+        errors = {
+            a.submission
+            for a in self.state.attempts
+            if a.outcome == "ERROR" and a.submission is not None
+        }
+        trees: dict[str, str] = {}
+        done = run(
+            ["git", "--git-dir", str(self.submissions), "for-each-ref",
+             "--format=%(refname) %(tree)", "refs/submissions/"],
+            check=False,
+        )  # fmt: skip
+        for line in done.stdout.splitlines():
+            ref, _, tree = line.partition(" ")
+            parts = ref.split("/")
+            if len(parts) != 4 or not tree:
+                continue
+            author, number = parts[2], as_int(parts[3])
+            if author == self.agent and number in errors:
+                continue
+            owner = "my" if author == self.agent else f"{author}'s"
+            trees.setdefault(tree, f"{owner} submission {number}")
+        for a in self.state.attempts:
+            if a.tree and a.outcome in ("submitting", "timeout", "PASS", "WRONG", "REJECT"):
+                trees.setdefault(a.tree, f"my submission {a.submission or '(being made)'}")
+        return trees
+
+    def find_submission(self, commit: str) -> tuple[int | None, str | None]:
+        """What became of a request to submit `commit` whose answer we never read:
+        (number, None) when the gateway took it, (None, why) when it did not."""
+        wait = env_float("SWARMLAB_REPLY_TIMEOUT", 120.0)
+        until = time.time() + wait
+        while True:
+            # Still in the outbox: the gateway has not handled it yet; it answers before it
+            # deletes the request, so once the file is gone the reply is there.
+            queued = False
+            for request in self.outbox.glob("*.json"):
+                with contextlib.suppress(OSError, ValueError):
+                    body = json.loads(request.read_text())
+                    queued = queued or (body.get("op") == "submit" and body.get("commit") == commit)
+            if not queued or time.time() >= until:
+                break
+            time.sleep(min(self.poll, 0.5))
+        for reply in (self.inbox / "replies").glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                body = json.loads(reply.read_text())
+                if body.get("ok") is True and body.get("commit") == commit:
+                    return as_int(body.get("submission")), None
+        mine = run(
+            ["git", "--git-dir", str(self.submissions), "for-each-ref",
+             "--format=%(refname) %(objectname)", f"refs/submissions/{self.agent}/"],
+            check=False,
+        )  # fmt: skip
+        for line in mine.stdout.splitlines():
+            ref, _, sha = line.partition(" ")
+            if sha == commit:
+                return as_int(ref.rsplit("/", 1)[-1]), None
+        if queued:
+            return None, f"still in the outbox after {wait:.0f} s"
+        return None, "never reached the gateway (or it refused it)"
+
+    def reconcile(self) -> None:
+        """After a restart: submissions recorded as being made when the agent stopped. The
+        gateway's answer says whether each was made; only one it never took is forgotten."""
+        for attempt in [a for a in self.state.attempts if a.outcome == "submitting"]:
+            number, why = self.find_submission(attempt.commit or "")
+            label = attempt.action.split(":", 1)[-1]
+            if number is not None:
+                attempt.outcome, attempt.submission = "timeout", number
+                self.notes.log(f"{label}: submission {number} was made before the restart")
+            elif why and why.startswith("still"):
+                # Not knowable yet: keep it counted as submitted (its tree is not sent again).
+                self.notes.log(f"{label}: its request is {why}")
+            else:
+                self.state.attempts.remove(attempt)
+                self.notes.log(f"{label}: {why}; it may be tried again")
+        self.save()
+
     def settle_pending(self) -> None:
-        """After a restart: submissions whose verdict came while we were away."""
+        """Submissions whose verdict came later (while we were away, or after ``submit``
+        stopped waiting)."""
+        if any(a.outcome == "submitting" for a in self.state.attempts):
+            self.reconcile()
         pending = [a for a in self.state.attempts if a.outcome == "timeout" and a.submission]
         if not pending:
             return
@@ -1017,12 +1146,6 @@ class Worker(Agent):
                 self.try_move(move, have)
                 return True
         return False
-
-    def rerun(self) -> None:
-        """Measure the base again (judge noise is real): same commit, a new submission."""
-        base = self.state.base or self.git.head()
-        self.state.actions += 1
-        self.submit_and_report("rerun", "rerun of my base", base, base)
 
 
 # -- critic ----------------------------------------------------------------------------------

@@ -102,9 +102,12 @@ class StandIn:
         self.publish(name, number, commit)
         self.submitted.setdefault(name, []).append(commit)
         verdict = {"submission": number, "commit": commit, "metrics": {}, **self.score(commit)}
-        with open(ws.verdicts_file, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(verdict, sort_keys=True) + "\n")
+        self.deliver(ws.verdicts_file, verdict)
         return {"ok": True, "submission": number, "commit": commit}
+
+    def deliver(self, file: Path, verdict: dict[str, Any]) -> None:
+        with open(file, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(verdict, sort_keys=True) + "\n")
 
     def poll(self) -> None:
         for name, ws in self.arm.agents.items():
@@ -165,7 +168,7 @@ def start_agent(
     }
     return subprocess.Popen(
         argv, cwd=ws.repo, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
+        text=True, start_new_session=True,  # its own group: a kill takes its tools too
     )  # fmt: skip
 
 
@@ -353,8 +356,107 @@ def test_same_seed_same_choices_and_a_restart_continues(tmp_path) -> None:
     outcomes = {outcome for _, outcome, _ in runs["straight"]}
     assert {"PASS", "WRONG", "REJECT"} <= outcomes
     assert len(set(actions)) == len(actions)  # nothing tried twice on one base
-    assert any(a.startswith("sweep:") for a in actions) and "rerun" in actions
+    assert any(a.startswith("sweep:") for a in actions) and "rerun" not in actions
     # First steps first: every move that builds on nothing before any that builds on one.
     depth = {"step_rows_together": 0, "head_cache": 0, "profile_script": 0}
     seen = [a.split(":", 1)[1] for a in actions if a.startswith("move:")]
     assert set(seen[:3]) == set(depth)
+
+
+@dataclass
+class Holding(StandIn):
+    """The stand-in with two ways to be slow, as the real gateway and judge can be: ``paused``
+    (requests wait in the outbox) and ``withhold`` (submissions are taken, numbered and
+    answered, but their verdicts wait)."""
+
+    paused: threading.Event = field(default_factory=threading.Event)
+    withhold: threading.Event = field(default_factory=threading.Event)
+    held: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
+
+    def deliver(self, file: Path, verdict: dict[str, Any]) -> None:
+        if self.withhold.is_set():
+            self.held.append((file, verdict))
+        else:
+            super().deliver(file, verdict)
+
+    def release(self) -> None:
+        self.withhold.clear()
+        for file, verdict in self.held:
+            super().deliver(file, verdict)
+        self.held.clear()
+
+    def serve(self) -> None:
+        while not self.stop.is_set():
+            if not self.paused.is_set():
+                self.poll()
+            time.sleep(0.02)
+
+
+def _tree(arm: ArmWorkspace, commit: str) -> str:
+    return git("rev-parse", commit + "^{tree}", cwd=arm.submissions)
+
+
+def _wait(what: str, check: Any, agent: subprocess.Popen[str], timeout: float = 60) -> None:
+    until = time.time() + timeout
+    while not check():
+        if agent.poll() is not None or time.time() > until:
+            pytest.fail(f"never saw {what}:\n{(agent.communicate()[0] or '')[-3000:]}")
+        time.sleep(0.02)
+
+
+def _kill(agent: subprocess.Popen[str]) -> None:
+    """What stopping its container does: SIGKILL to the agent and its tools, no warning."""
+    os.killpg(agent.pid, 9)
+    agent.communicate(timeout=30)
+
+
+def test_a_killed_worker_never_submits_a_tree_twice(tmp_path) -> None:
+    """Killed twice mid-submission and restarted as the supervisor does: once with its
+    request still in the outbox (the gateway busy), once waiting for the verdict of a
+    submission the gateway had taken. Before, each restart re-submitted the same change
+    (its notes did not have it) and a fresh commit of it was judged again. Also: a tree that
+    another agent of the arm submitted already (here w9's) is not submitted again."""
+    moves = _mini_library(tmp_path)
+    arm = make_arm(tmp_path, [Seat("w1", "worker"), Seat("w9", "worker")], name="solo")
+    # w9 already submitted what w1 will try first (step_rows_together on master).
+    w9 = commit_moves(arm, ["step_rows_together"], "w9", 1)
+    deadline = time.time() + 240
+    gateway = Holding(arm, _library(moves), count=1)
+    thread = threading.Thread(target=gateway.serve, daemon=True)
+    thread.start()
+    try:
+        agent = start_agent(arm, "w1", seed=7, deadline=deadline, moves=moves)
+        _wait("two submissions", lambda: len(gateway.submitted.get("w1", [])) >= 2, agent)
+        gateway.paused.set()
+        outbox = arm.agents["w1"].outbox
+        _wait("a request in the outbox", lambda: any(outbox.glob("*.json")), agent)
+        _kill(agent)
+        agent = start_agent(arm, "w1", seed=7, deadline=deadline, moves=moves,
+                            SWARMLAB_KEEP_GOING="1")  # fmt: skip
+        time.sleep(1.0)  # the restarted agent finds its request still queued and waits
+        gateway.withhold.set()
+        gateway.paused.clear()
+        _wait("a verdict held back", lambda: bool(gateway.held), agent)
+        _kill(agent)
+        gateway.release()
+        agent = start_agent(arm, "w1", seed=7, deadline=deadline, moves=moves,
+                            SWARMLAB_KEEP_GOING="1")  # fmt: skip
+        out = finish(agent, 180)
+    finally:
+        gateway.stop.set()
+        thread.join(timeout=5)
+    assert "nothing left at all" in out
+    trees = [_tree(arm, c) for c in gateway.submitted["w1"]]
+    assert len(trees) >= 4
+    assert len(set(trees)) == len(trees), "a tree submitted twice by one seat"
+    assert _tree(arm, w9) not in trees
+    attempts = state(arm, "w1")["attempts"]
+    assert not [a for a in attempts if a["outcome"] in ("submitting", "timeout")]
+    assert [a["action"] for a in attempts if a["outcome"] == "duplicate"] == [
+        "move:step_rows_together"
+    ]
+    # Every submission is in the notes once, with its verdict (none lost to a kill).
+    numbered = sorted(a["submission"] for a in attempts if a["submission"] is not None)
+    assert numbered == sorted(set(numbered)) and len(numbered) == len(trees)
+    notes = (arm.agents["w1"].notes / "NOTES.md").read_text()
+    assert "was made before the restart" in notes
