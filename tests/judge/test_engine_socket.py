@@ -18,6 +18,7 @@ def _engine(sock: socket.socket) -> EngineProcess:
     engine.label = "candidate"
     engine._stream = _Stream(sock)
     engine.requests = []
+    engine.batch = 0
     return engine
 
 
