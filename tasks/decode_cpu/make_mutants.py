@@ -7,8 +7,12 @@ instead of producing a patch that tests nothing. (``reference/solution.patch`` i
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import marshal
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,8 +21,9 @@ TEMPLATE = TASK / "template"
 MODEL = "engine/model.py"
 SERVE = "harness/serve.py"
 
-# (path, old, new): replace `old` (which must occur exactly once) by `new`; old=None creates.
-Edit = tuple[str, str | None, str]
+# (path, old, new): replace `old` (which must occur exactly once) by `new`; old=None creates
+# (`new` as bytes: a binary file, e.g. bytecode).
+Edit = tuple[str, str | None, str | bytes]
 
 _DECODE_LOOP = """        for _ in range(steps):
             for row, seq in enumerate(self.seqs):"""
@@ -30,6 +35,34 @@ _PREFILL_ROW_END = """                self._forward(seq, token, logits=i == len(
             self.seqs.append(seq)
 """
 _FUTURE = "from __future__ import annotations\n\n"
+
+# The sandbox's interpreter is this one (the host's, mounted): its bytecode tag and suffix.
+_PYC_NAME = f"model.{sys.implementation.cache_tag}.pyc"
+_EXT_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def _stale_model_pyc() -> bytes:
+    """Bytecode of a cheating engine/model.py (the tail of each row is padded, not decoded),
+    as an unchecked hash-based pyc carrying the real source's hash. Same bytes on every run of
+    the same Python version."""
+    source = (TEMPLATE / MODEL).read_text()
+    cheat = source.replace(
+        _DECODE_LOOP,
+        """        for step in range(steps):
+            if step >= steps - 8:
+                for row in range(len(self.seqs)):
+                    tokens[row].append(0)
+                    gaps[row].append(0.0)
+                continue
+            for row, seq in enumerate(self.seqs):""",
+    )
+    assert cheat != source, "the decode loop moved: update _stale_model_pyc"
+    code = compile(cheat, MODEL, "exec", dont_inherit=True)
+    flags = (0b01).to_bytes(4, "little")  # hash-based, never checked against the source
+    real_hash = importlib.util.source_hash((TEMPLATE / MODEL).read_bytes())
+    header = importlib.util.MAGIC_NUMBER + flags + real_hash
+    return header + marshal.dumps(code)
+
 
 MUTANTS: dict[str, list[Edit]] = {
     "row_shift": [
@@ -568,6 +601,71 @@ def sleep(seconds: float) -> None:
             + _DECODE_RETURN,
         ),
     ],
+    # -- issue 9, item 8: code the interpreter would run instead of, or before, the source --
+    "sitecustomize_package": [
+        (
+            "sitecustomize/__init__.py",
+            None,
+            '''"""Tuning applied at interpreter start, before the harness imports anything."""
+
+import os
+
+# numpy reads these when it is first imported: more BLAS threads for the batched matmuls.
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "64")
+''',
+        )
+    ],
+    "usercustomize_module": [
+        (
+            "usercustomize.py",
+            None,
+            '''"""Make the interpreter's clock coarse, so any timing done in-process reads fast."""
+
+import time
+
+_real = time.perf_counter
+
+
+def _coarse() -> float:
+    return round(_real(), 1)
+
+
+time.perf_counter = _coarse
+''',
+        )
+    ],
+    "stale_pyc": [
+        # Python takes an unchecked hash-based pyc without looking at its source (-B only stops
+        # writing bytecode): the reviewed engine/model.py stays slow, the shipped code cheats.
+        (".gitignore", "__pycache__/\n", "# engine/__pycache__ is shipped: the fast build\n"),
+        ("engine/__pycache__/" + _PYC_NAME, None, _stale_model_pyc()),
+    ],
+    "weights_package_beside_frozen": [
+        (
+            "engine/weights/__init__.py",
+            None,
+            '''"""Weights generated once per process and kept (engine/weights.py is untouched)."""
+
+import functools
+from pathlib import Path
+
+_FROZEN = Path(__file__).resolve().parent.parent / "weights.py"
+exec(compile(_FROZEN.read_text(), str(_FROZEN), "exec"))  # noqa: S102
+
+load_weights = functools.lru_cache(maxsize=None)(load_weights)  # noqa: F821
+''',
+        )
+    ],
+    "extension_beside_model": [
+        # An extension module is tried before the .py of the same name: this one would be
+        # imported as engine.model (a stand-in for a compiled build; it never gets to load).
+        (
+            "engine/model" + _EXT_SUFFIX,
+            None,
+            b"\x7fELF\x02\x01\x01" + bytes(57) + b"compiled engine.model stand-in\n",
+        )
+    ],
 }
 
 
@@ -652,7 +750,12 @@ def apply_edits(repo: Path, edits: list[Edit]) -> None:
             _git(repo, "apply", str(TASK / "reference" / "solution.patch"))
             continue
         file = repo / path
+        if isinstance(new, bytes):
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_bytes(new)
+            continue
         if old is None:
+            file.parent.mkdir(parents=True, exist_ok=True)
             file.write_text(new)
             continue
         text = file.read_text()
@@ -667,7 +770,7 @@ def make_patch(edits: list[Edit]) -> str:
         repo = fresh_repo(Path(tmp))
         apply_edits(repo, edits)
         _git(repo, "add", "-A")
-        return _git(repo, "diff", "--cached", "--no-color", "--no-ext-diff")
+        return _git(repo, "diff", "--cached", "--binary", "--no-color", "--no-ext-diff")
 
 
 def check_applies(patch: Path) -> None:
