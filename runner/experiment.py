@@ -50,6 +50,7 @@ from runner.seats import (
     seat_problem,
     seat_proxy,
 )
+from runner.settings import settings_problems
 from runner.summary import format_summary, summarize, write_summary
 from runner.supervisor import Supervisor
 from tasks.schema import PROJECT_ROOT, task_root
@@ -357,9 +358,12 @@ class Run:
 
     def start(self) -> int:
         cfg = self.cfg
+        # Checked before Hydra made the folder too (runner.settings.CheckSettings); here for
+        # a sweep's swept values and for callers that compose the config themselves.
+        problems = settings_problems(cfg)
+        if problems:
+            raise RunRefused("bad settings: " + "; ".join(problems))
         backend = get_backend(cfg.isolation.backend)
-        if not cfg.arms:
-            raise RunRefused("no arm selected: arm=swarm, arm=solo or experiment=swarm_vs_solo")
         problem = seat_problem(cfg)  # a missing key or CLI: before the judge or any container
         if problem:
             raise RunRefused(problem)

@@ -1,0 +1,211 @@
+"""Every setting of ``python -m runner`` checked before anything is created.
+
+Types and unknown keys are the structured configs' job (Hydra's own messages, at composition).
+What a type cannot say — a word that must be one of a few, a number that must be positive, a
+size Docker must parse — is checked here, all at once: :func:`settings_problems` lists every
+problem, one line each. :class:`CheckSettings` (a Hydra callback in ``conf/runner.yaml``) runs
+it right after composition, before Hydra makes the run folder or writes its ``.hydra`` files,
+and before the judge, any image or any container: a bad setting is one line on stderr and exit
+status 2, and nothing exists afterwards. It also refuses a ``hydra.run.dir`` that already holds
+files: Hydra would otherwise overwrite that run's ``.hydra/config.yaml``, which
+``resume=DIR`` reads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from judge.config import judge_problems
+from tasks.schema import task_root
+
+EXIT_BAD_SETTINGS = 2
+ARM_STARTS = ("master", "champion")
+_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else math.nan
+
+
+def _positive(problems: list[str], key: str, value: Any) -> None:
+    v = _number(value)
+    if not (math.isfinite(v) and v > 0):
+        problems.append(f"{key}={value}: must be a number above 0")
+
+
+def _not_negative(problems: list[str], key: str, value: Any) -> None:
+    v = _number(value)
+    if not (math.isfinite(v) and v >= 0):
+        problems.append(f"{key}={value}: must be a number of at least 0")
+
+
+def _at_least_one(problems: list[str], key: str, value: Any, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if not (isinstance(value, int) and value >= 1):
+        problems.append(f"{key}={value}: must be a whole number of at least 1")
+
+
+def _size(problems: list[str], key: str, value: Any, optional: bool = False) -> None:
+    """A memory size as Docker parses it (``512m``, ``1g``, bytes). Docker's own minimum
+    (6 MiB today, engine-dependent) is left to Docker: a size under it fails that run."""
+    if optional and value is None:
+        return
+    from docker.errors import DockerException
+    from docker.utils import parse_bytes
+
+    try:
+        size = parse_bytes(str(value).strip())
+    except (DockerException, ValueError, KeyError, IndexError):
+        size = None
+    if size is None or size <= 0:
+        problems.append(f"{key}={value!r}: not a memory size Docker takes (say 512m or 2g)")
+
+
+def _cpuset(problems: list[str], key: str, value: Any) -> None:
+    if value != "auto" and not _CPUSET.match(str(value)):
+        problems.append(f"{key}={value!r}: use auto or CPU numbers (say 0-2,4)")
+
+
+def judge_value_problems(judge: Any) -> list[str]:
+    """The judge's settings: :func:`judge.config.judge_problems` plus the limits and sizes a
+    type does not check."""
+    problems = judge_problems(judge)
+    for key in ("timeout_floor_s", "load_timeout_s", "build_timeout_s"):
+        _positive(problems, f"judge.{key}", judge[key])
+    for key in ("near_tie_margin", "prefill_cap_slack_ms"):
+        _not_negative(problems, f"judge.{key}", judge[key])
+    _at_least_one(problems, "judge.max_tree_mb", judge.max_tree_mb)
+    if not str(judge.device).strip():
+        problems.append("judge.device='': name the judge's device (say cpu)")
+    sandbox = judge.sandbox
+    _size(problems, "judge.sandbox.memory", sandbox.memory)
+    _cpuset(problems, "judge.sandbox.cpuset", sandbox.cpuset)
+    _at_least_one(problems, "judge.sandbox.pids_limit", sandbox.pids_limit)
+    _at_least_one(problems, "judge.sandbox.scratch_mb", sandbox.scratch_mb)
+    return problems
+
+
+def _arm_problems(cfg: DictConfig) -> list[str]:
+    from arms.prompts import ROLES
+
+    if not cfg.arms:
+        return ["no arm selected: arm=swarm, arm=solo or experiment=swarm_vs_solo"]
+    problems = []
+    for key, arm in cfg.arms.items():
+        where = f"arms.{key}"
+        if arm.start not in ARM_STARTS:
+            problems.append(f"{where}.start={arm.start!r}: use one of {', '.join(ARM_STARTS)}")
+        if not arm.seats:
+            problems.append(f"{where}.seats: an arm needs at least one seat")
+        names = [s.name for s in arm.seats]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            problems.append(f"{where}.seats: seat name(s) used twice: {', '.join(twice)}")
+        for seat in arm.seats:
+            if seat.role not in ROLES:
+                problems.append(
+                    f"{where}.seats.{seat.name}.role={seat.role!r}: use one of {', '.join(ROLES)}"
+                )
+    if any(a.start == "champion" for a in cfg.arms.values()):
+        if not cfg.from_run:
+            problems.append("a continuation needs from_run=DIR (a finished run's directory)")
+        elif not (Path(cfg.from_run).expanduser() / "events.sqlite").is_file():
+            problems.append(f"from_run={cfg.from_run} is not a run directory (no events.sqlite)")
+    return problems
+
+
+def settings_problems(cfg: DictConfig) -> list[str]:
+    """What is wrong with a composed runner config's values, one line each (cheap: no engine,
+    no network, nothing written).
+
+    Args:
+        cfg: The composed config of ``python -m runner`` (with or without its ``hydra`` node).
+
+    Returns:
+        An empty list when every value is usable.
+    """
+    from isolation.backends import backend_names
+
+    problems = _arm_problems(cfg)
+    budget = cfg.budget
+    _positive(problems, "budget.minutes", budget.minutes)
+    _not_negative(problems, "budget.drain_minutes", budget.drain_minutes)
+    _at_least_one(
+        problems, "budget.max_submissions_per_agent", budget.max_submissions_per_agent, True
+    )
+    if "evaluations" in budget:  # the judge budget, where this version has one
+        _at_least_one(problems, "budget.evaluations", budget.evaluations, True)
+    for key in ("runs", "baseline_runs"):
+        if not (isinstance(cfg.confirm[key], int) and cfg.confirm[key] >= 0):
+            problems.append(f"confirm.{key}={cfg.confirm[key]}: must be a whole number >= 0")
+    _not_negative(problems, "confirm.max_minutes", cfg.confirm.max_minutes)
+    _not_negative(problems, "progress_every_s", cfg.progress_every_s)
+    if not (isinstance(cfg.seed, int) and cfg.seed >= 0):
+        problems.append(f"seed={cfg.seed}: must be a whole number >= 0")
+    iso = cfg.isolation
+    backends = backend_names()
+    if iso.backend not in backends:
+        problems.append(f"isolation.backend={iso.backend!r}: use one of {', '.join(backends)}")
+    _size(problems, "isolation.memory", iso.memory)
+    _cpuset(problems, "isolation.cpuset", iso.cpuset)
+    _at_least_one(problems, "isolation.pids_limit", iso.pids_limit)
+    _size(problems, "agent.memory", cfg.agent.memory, optional=True)
+    if not str(cfg.agent.image).strip():
+        problems.append("agent.image='': name the agents' image")
+    problems += judge_value_problems(cfg.judge)
+    root = task_root(cfg.task)
+    if not (root / cfg.task.template).is_dir():
+        problems.append(
+            f"task.root={cfg.task.root}: no task template at {root / cfg.task.template}"
+        )
+    return problems
+
+
+def run_dir_problem(run_dir: Path) -> str | None:
+    """Why a new run cannot be made in ``run_dir``: it already holds files (another run's,
+    which Hydra would overwrite in part), or None."""
+    if not run_dir.exists():
+        return None
+    if not run_dir.is_dir():
+        return f"hydra.run.dir={run_dir} is a file, not a folder"
+    if (run_dir / "events.sqlite").exists() or (run_dir / ".hydra").exists():
+        return (
+            f"hydra.run.dir={run_dir} already holds a run: resume={run_dir} continues it;"
+            " a new run needs a new folder"
+        )
+    if any(run_dir.iterdir()):
+        return f"hydra.run.dir={run_dir} is not empty: a new run needs a new or empty folder"
+    return None
+
+
+def refuse(problems: list[str]) -> None:
+    """One line on stderr and exit status 2."""
+    print(f"runner: bad settings: {'; '.join(problems)}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_BAD_SETTINGS)
+
+
+class CheckSettings(Callback):
+    """Hydra callback: refuse bad settings, and a run folder already in use, before Hydra
+    creates or writes anything. A sweep's shared settings are checked before its folder exists;
+    a value swept over is checked in its job (``Run.start``), which is then refused."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        problems = settings_problems(config)
+        where = run_dir_problem(Path(str(OmegaConf.select(config, "hydra.run.dir"))).absolute())
+        if where:
+            problems.append(where)
+        if problems:
+            refuse(problems)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        problems = settings_problems(config)
+        if problems:
+            refuse(problems)
