@@ -353,6 +353,9 @@ class Run:
         self.run_dir = run_dir
         self.events = EventLog(run_dir / "events.sqlite")
         self.stopping: str | None = None
+        # SIGINT/SIGTERM received: the first stops the run in order, a later one only
+        # makes that stop faster (agents get no grace period), never cuts it short.
+        self.signals = 0
 
     # -- start ---------------------------------------------------------------------------
 
@@ -523,7 +526,7 @@ class Run:
                         time.sleep(0.25)
                     reason = self.stopping or reason
                 finally:
-                    supervisor.stop_all(self.stopping or reason)
+                    supervisor.stop_all(self.stopping or reason, grace_s=self.stop_grace_s)
                     backend.cleanup(run_id)
             self.events.set_meta(ended_by=reason)
             self.drain(gateway, queue, link, reason)
@@ -563,20 +566,37 @@ class Run:
                 self.events.set_job(sid, job)
 
     def install_signals(self) -> None:
+        """SIGINT and SIGTERM stop the run in order: agents stopped, queued jobs withdrawn,
+        status and summary written. A second or third signal never interrupts that cleanup
+        (an exception there left containers running and the run marked running): it only
+        takes the agents' grace period away."""
+
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            if self.stopping:
-                raise KeyboardInterrupt
-            self.stopping = "interrupted"
-            say("stopping: agents are being stopped; the results so far will be written")
+            self.signals += 1
+            if self.signals == 1:
+                self.stopping = self.stopping or "interrupted"
+                say(
+                    "stopping: agents are being stopped; the results so far will be written"
+                    " (Ctrl-C again: stop the agents without a grace period)"
+                )
+            elif self.signals == 2:
+                say("stopping faster: agents are killed at once; the results are still written")
+            else:
+                say("still stopping: the results so far are being written")
 
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
+
+    def stop_grace_s(self) -> float:
+        """Seconds an agent gets to exit after SIGTERM: none once a second signal came."""
+        return 0.0 if self.signals > 1 else 5.0
 
     def drain(self, gateway: Gateway, queue: JudgeQueue, link: JudgeLink, reason: str) -> None:
         """Let submissions made before the end be judged, for at most drain_minutes."""
         limit = time.time() + (60 * self.cfg.budget.drain_minutes if reason in NORMAL_ENDS else 0)
         gateway.poll()
-        while self.events.pending_jobs() and time.time() < limit:
+        # Ctrl-C during the drain ends it: what is still queued is withdrawn.
+        while self.events.pending_jobs() and time.time() < limit and not self.stopping:
             link.ensure_running()
             gateway.poll()
             time.sleep(0.5)
@@ -594,6 +614,8 @@ class Run:
     ) -> None:
         """Judge each arm's best and its starting commit again, all arms alike."""
         confirm = self.cfg.confirm
+        if self.stopping:  # Ctrl-C before the phase began: nothing is queued for it
+            return
         plan = plan_rechecks(self.events, arms, confirm.runs, confirm.baseline_runs)
         if not plan:
             return
@@ -635,6 +657,9 @@ def start_experiment(cfg: DictConfig, run_dir: Path) -> int:
     except (RunRefused, DockerUnavailable) as exc:
         say(f"runner: {exc}")
         return 2
+    except KeyboardInterrupt:  # before any agent started (judge setup, preflight)
+        say("runner: interrupted before any agent started")
+        return 130
 
 
 def resume_experiment(run_dir: Path) -> int:
@@ -670,3 +695,6 @@ def resume_experiment(run_dir: Path) -> int:
     except (RunRefused, DockerUnavailable) as exc:
         say(f"runner: {exc}")
         return 2
+    except KeyboardInterrupt:  # before any agent started: the run stays resumable
+        say(f"runner: interrupted before any agent started; resume={run_dir} continues it")
+        return 130

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -254,14 +255,20 @@ class Supervisor:
                     output=sum(u.output for u in usage.values()),
                 )
 
-    def stop_all(self, reason: str) -> None:
+    def stop_all(self, reason: str, grace_s: Callable[[], float] = lambda: 5.0) -> None:
+        """Stop every agent (SIGTERM, then SIGKILL after ``grace_s()`` seconds, asked again
+        before each agent: a second Ctrl-C while agents are being stopped shortens the wait of
+        the rest) and read the CLIs' token records a last time."""
         for seat in self.seats.values():
             if seat.handle is None:
                 continue
             if seat.spec.records and seat.restart_at is None:
                 self._keep_output(seat, seat.handle)
-            seat.handle.stop(timeout=5)
-            self.events.lifecycle(seat.spec.arm, seat.spec.agent, "stopped", reason=reason)
+            grace = grace_s()
+            seat.handle.stop(timeout=grace)
+            self.events.lifecycle(
+                seat.spec.arm, seat.spec.agent, "stopped", reason=reason, grace_s=grace
+            )
             seat.handle = None
             seat.restart_at = None
         self.collect_tokens(final=True)
