@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from isolation.gitutil import fetch_commit, git, template_repo
+from isolation.quota import QuotaPlan, SeatQuota, release_all, seat_quotas
 
 # Which roles may submit to the judge. A critic reviews others' PASSes and never submits.
 ROLES: dict[str, bool] = {"worker": True, "critic": False}
@@ -31,6 +32,7 @@ __all__ = [
     "Seat",
     "load_arm",
     "prepare_arm",
+    "release_quotas",
     "template_repo",
 ]
 
@@ -155,6 +157,7 @@ def prepare_arm(
     seats: list[Seat],
     uid: int | None = None,
     gid: int | None = None,
+    quota: QuotaPlan | None = None,
 ) -> ArmWorkspace:
     """Create ``<run_dir>/arms/<arm>/`` as in ``docs/agent-workspace.md``.
 
@@ -171,6 +174,9 @@ def prepare_arm(
         seats: the arm's agents; names unique within the arm.
         uid, gid: when given (the runner is root), the agent's clone, notes and outbox are
             chowned to them; the inbox and board stay the caller's, readable by all.
+        quota: a disk quota per seat (``isolation/quota.py``): when it can be enforced, each
+            seat's folder is its own filesystem of that size, until
+            :func:`release_quotas` puts the files back in plain folders.
 
     Returns:
         The arm's workspace. A small ``arm.json`` is written for :func:`load_arm`.
@@ -196,11 +202,19 @@ def prepare_arm(
     _mkdir(ws.root.parent)
     ws.root.mkdir()
     try:
-        _populate(ws, Path(source_repo), commit, seats, uid, gid)
+        _populate(ws, Path(source_repo), commit, seats, uid, gid, quota)
     except BaseException:
+        for seat_quota in seat_quotas(a.root for a in ws.agents.values()):
+            seat_quota.discard()
         shutil.rmtree(ws.root, ignore_errors=True)  # a failed preparation can be retried
         raise
     return ws
+
+
+def release_quotas(arms: list[ArmWorkspace]) -> list[str]:
+    """Every seat of ``arms`` with a disk quota back in a plain folder (its image unmounted
+    and deleted); the problems, one line each. Call at the end of a run, also on failure."""
+    return release_all(a.root for arm in arms for a in arm.agents.values())
 
 
 def _populate(
@@ -210,6 +224,7 @@ def _populate(
     seats: list[Seat],
     uid: int | None,
     gid: int | None,
+    quota: QuotaPlan | None = None,
 ) -> None:
     arm = ws.name
     ws.root.chmod(0o755)
@@ -222,6 +237,9 @@ def _populate(
     _mkdir(ws.root / "agents")
     for agent in ws.agents.values():
         _mkdir(agent.root)
+        seat_quota: SeatQuota | None = quota.seat(agent.root) if quota else None
+        if seat_quota is not None:
+            seat_quota.attach()  # the seat's own filesystem: everything below goes inside
         # --no-local: objects travel through a pack, never hard links. A hard-linked object
         # file chowned to one agent would be writable by it in every other clone too.
         git("clone", "-q", "--no-local", "--branch", "master", str(ws.origin), str(agent.repo))
@@ -264,4 +282,9 @@ def load_arm(run_dir: Path, arm: str) -> ArmWorkspace:
     if not path.is_file():
         raise FileNotFoundError(f"no arm {arm!r} in {run_dir} (missing {path})")
     record = json.loads(path.read_text())
-    return _layout(Path(run_dir), arm, [Seat(**s) for s in record["seats"]])
+    ws = _layout(Path(run_dir), arm, [Seat(**s) for s in record["seats"]])
+    if os.geteuid() == 0:
+        # A run killed with SIGKILL keeps its seats' images; after a reboot they are unmounted.
+        for seat_quota in seat_quotas(a.root for a in ws.agents.values()):
+            seat_quota.attach()
+    return ws

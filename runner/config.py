@@ -68,6 +68,9 @@ class IsolationConfig:
     cpuset: str = "auto"
     memory: str = "1g"
     pids_limit: int = 256
+    # What one seat may write (its clone, notes and outbox together), in MiB; null: no quota.
+    # Enforced as root with a loop-mounted filesystem per seat (isolation/quota.py).
+    disk_quota_mb: int | None = 2048
 
 
 @dataclass

@@ -24,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 from isolation import DockerUnavailable, docker_client
 from isolation.backends import AgentSpec, get_backend
 from isolation.gitutil import template_repo
-from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm
+from isolation.quota import QuotaPlan, QuotaWatch, quota_setting_problem
+from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm, release_quotas
 from judge.api import load_judge_config, save_judge_config
 from judge.checkout import BadInput
 from judge.config import settings_hash
@@ -371,13 +372,21 @@ class Run:
         if problem:
             raise RunRefused(problem)
         source, commit, champ = self.starting_point()  # a bad from_run fails before any work
+        quota = QuotaPlan.here(cfg.isolation.disk_quota_mb)  # a seat's disk: isolation/quota.py
+        if quota_setting_problem(quota.mb):
+            raise RunRefused(str(quota_setting_problem(quota.mb)))
+        if quota.warning():
+            say(str(quota.warning()))
         home = self.judge_up()
         run_id = f"{cfg.experiment}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         arms = []
         for arm in cfg.arms.values():
             seats = [Seat(s.name, s.role, s.direction) for s in arm.seats]
             uid = 1000 if os.geteuid() == 0 else None
-            arms.append(prepare_arm(self.run_dir, arm.name, source, commit, seats, uid, uid))
+            arms.append(
+                prepare_arm(self.run_dir, arm.name, source, commit, seats, uid, uid, quota=quota)
+            )
+        self.events.set_meta(disk_quota=quota.meta())
         started = time.time()
         deadline = started + 60 * cfg.budget.minutes
         self.events.set_meta(
@@ -503,6 +512,7 @@ class Run:
                 evaluations_per_arm=cfg.budget.evaluations,
             )
             progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
+            quotas = QuotaWatch.for_arms(self.events, arms)
             # Real seats reach their vendor only through the run's model proxy (runner/seats.py).
             with seat_proxy(cfg, self.events, run_id) as proxied:
                 specs = agent_specs(cfg, run_id, arms, deadline, home, proxied)
@@ -521,6 +531,7 @@ class Run:
                             say("every arm's judge budget is spent: stopping the agents")
                             break
                         supervisor.check()
+                        quotas.check()
                         link.ensure_running()
                         progress.maybe_print(deadline)
                         time.sleep(0.25)
@@ -537,6 +548,9 @@ class Run:
             # A run that fails leaves no judge service behind that it started and nobody uses.
             link.stop_if_ours(queue)
             raise
+        finally:
+            for problem in release_quotas(arms):  # the seats' files back in plain folders
+                say(f"WARNING: seat quota not released: {problem}")
 
     def remeasure_champion(self, arms: list[ArmWorkspace], queue: JudgeQueue) -> None:
         """A continuation's champion is judged again first, in this run, so its gain is
