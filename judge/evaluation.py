@@ -450,7 +450,9 @@ class _Run:
         except Exception as exc:  # a judge bug must never be charged to the agent
             self.log.append({"judge_exception": traceback.format_exc()})
             evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"
-            evaluation.detail = f"judge fault: {type(exc).__name__}: {exc}"
+            evaluation.detail = f"judge fault: {type(exc).__name__}"
+            if not self.hidden_sent:  # after that, its message could quote a hidden input
+                evaluation.detail += f": {exc}"
         finally:
             with self.stage("teardown"):
                 if self.sandbox is not None:
