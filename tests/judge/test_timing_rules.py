@@ -273,3 +273,17 @@ def test_stored_sets_hold_no_timed_prompts_and_follow_the_sets_seed(cfg) -> None
     one, again, other = plan_inputs(cfg, 1), plan_inputs(cfg, 1), plan_inputs(cfg, 2)
     assert [s.prompts for s in one] == [s.prompts for s in again]
     assert all(a.prompts != b.prompts for a, b in zip(one, other, strict=True))
+
+
+def test_the_run_seed_picks_the_stored_sets() -> None:
+    from hydra import compose, initialize_config_dir
+
+    from runner.config import register_configs
+    from runner.experiment import judge_app_config
+    from tasks.schema import PROJECT_ROOT
+
+    register_configs()
+    with initialize_config_dir(str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        runs = [compose(config_name="runner", overrides=[f"seed={s}"]) for s in (3, 4)]
+    seeds = [judge_app_config(run).judge.sets_seed for run in runs]
+    assert seeds == [3, 4]
