@@ -11,7 +11,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import git
@@ -41,6 +41,8 @@ class Mutant:
     # For a B=1 regression mutant: how far its true regression lies beyond the spec's limit.
     # The judge can only be asked to convict it where its B=1 resolution is at least this fine.
     b1_margin: float | None = None
+    # Text that must not appear in the verdict's detail (an engine's words carried out).
+    detail_excludes: list[str] = field(default_factory=list)
     why: str = ""
 
 
@@ -90,6 +92,8 @@ def expectation(m: Mutant) -> str:
 
 def matches(m: Mutant, e: Evaluation) -> bool:
     if str(e.verdict) != m.expect or (m.reason and e.reason != m.reason):
+        return False
+    if any(text in e.detail for text in m.detail_excludes):
         return False
     x = e.metrics.get("x_baseline")
     if m.min_x_baseline is not None and (x is None or x < m.min_x_baseline):

@@ -666,6 +666,110 @@ load_weights = functools.lru_cache(maxsize=None)(load_weights)  # noqa: F821
             b"\x7fELF\x02\x01\x01" + bytes(57) + b"compiled engine.model stand-in\n",
         )
     ],
+    # -- issue 9 (items 3, 4, 6): malformed replies, hidden inputs in errors, memory --
+    "huge_token_id": [
+        (
+            MODEL,
+            _DECODE_RETURN,
+            """        # Mark each row's end with a sentinel no real token id can take.
+        for row in tokens:
+            if row:
+                row[-1] = 2**64 - 1
+"""
+            + _DECODE_RETURN,
+        )
+    ],
+    "ragged_rows": [
+        (
+            MODEL,
+            "from __future__ import annotations\n\n",
+            "from __future__ import annotations\n\nimport json\nimport sys\n\n",
+        ),
+        (
+            MODEL,
+            _DECODE_RETURN,
+            """        # A row that repeats its last token has fallen into a loop: stop it there.
+        # The harness insists on full rows, so answer on its protocol stream directly
+        # (and hand it the full rows too, which it then also sends).
+        trimmed = []
+        for row in tokens:
+            cut = next((i for i in range(1, len(row)) if row[i] == row[i - 1]), len(row))
+            trimmed.append(row[:cut])
+        proto = sys._getframe(1).f_locals["proto"]
+        proto.write(json.dumps({"ok": True, "tokens": trimmed, "margins": None}) + "\\n")
+"""
+            + _DECODE_RETURN,
+        ),
+    ],
+    "nested_reply": [
+        (
+            MODEL,
+            "from __future__ import annotations\n\n",
+            "from __future__ import annotations\n\nimport sys\n\n",
+        ),
+        (
+            MODEL,
+            '        return {"engine": "baseline", "vocab": self.cfg.vocab,'
+            ' "layers": self.cfg.n_layers}',
+            """        # Describe the model as its tree of blocks, each node inside the one before.
+        sys.setrecursionlimit(20_000)  # json.dumps recurses once per level
+        tree: dict = {"block": "head"}
+        for depth in range(5_000):
+            tree = {"block": f"layer{depth % self.cfg.n_layers}", "inner": tree}
+        return {"engine": "nested", "vocab": self.cfg.vocab, "tree": tree}""",
+        ),
+    ],
+    "endless_line": [
+        (
+            MODEL,
+            "from __future__ import annotations\n\n",
+            "from __future__ import annotations\n\nimport os\nimport sys\nimport threading\n\n",
+        ),
+        (
+            MODEL,
+            """        self.weights = load_weights(self.cfg)
+""",
+            """        self.weights = load_weights(self.cfg)
+        # A heartbeat on the harness's protocol stream, so whoever reads it knows the engine
+        # is alive through long decodes.
+        fd = sys._getframe(1).f_locals["proto"].fileno()
+        threading.Thread(target=_heartbeat, args=(fd,), daemon=True).start()
+""",
+        ),
+        (
+            MODEL,
+            "class _Sequence:",
+            """def _heartbeat(fd: int) -> None:
+    while True:
+        os.write(fd, b"." * 4096)
+
+
+class _Sequence:""",
+        ),
+    ],
+    "echo_prompt_in_error": [
+        (
+            MODEL,
+            """            if not prompt:
+                raise ValueError("empty prompt")""",
+            """            if not prompt:
+                raise ValueError("empty prompt")
+            if len(prompt) > 40:
+                # Name the prompt refused, to make debugging easy.
+                raise ValueError(f"prompt too long ({len(prompt)} > 40): {prompt}")""",
+        )
+    ],
+    "memory_hog": [
+        (
+            MODEL,
+            """        self.weights = load_weights(self.cfg)
+""",
+            """        self.weights = load_weights(self.cfg)
+        # Pre-fault one big arena up front, so decode never pays for a page fault.
+        self._arena = np.ones(3 << 27)  # 3 GiB of float64
+""",
+        )
+    ],
 }
 
 
