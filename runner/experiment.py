@@ -357,6 +357,7 @@ class Run:
         # SIGINT/SIGTERM received: the first stops the run in order, a later one only
         # makes that stop faster (agents get no grace period), never cuts it short.
         self.signals = 0
+        self._handlers: dict[int, Any] = {}
 
     # -- start ---------------------------------------------------------------------------
 
@@ -414,7 +415,10 @@ class Run:
         if cfg.agent.get("client"):  # each seat's prompt: hashes here, text beside its folders
             self.events.set_meta(client=client_meta(cfg), prompts=record_prompts(arms, deadline))
         say(f"run {run_id}: {', '.join(a.name for a in arms)} until {clock(deadline)}")
-        return self.supervise(backend, home, arms, run_id, deadline, first_event="started")
+        try:
+            return self.supervise(backend, home, arms, run_id, deadline, first_event="started")
+        finally:
+            self.restore_signals()
 
     def judge_up(self) -> JudgeHome:
         cfg = self.cfg
@@ -598,8 +602,16 @@ class Run:
             else:
                 say("still stopping: the results so far are being written")
 
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._handlers.setdefault(signum, signal.getsignal(signum))
+            signal.signal(signum, on_signal)
+
+    def restore_signals(self) -> None:
+        """The handlers from before :meth:`install_signals`: a run's handler does not outlive
+        it (the next job of a sweep would otherwise take a Ctrl-C for the finished run's)."""
+        for signum, handler in self._handlers.items():
+            signal.signal(signum, handler)
+        self._handlers.clear()
 
     def stop_grace_s(self) -> float:
         """Seconds an agent gets to exit after SIGTERM: none once a second signal came."""
@@ -703,9 +715,12 @@ def resume_experiment(run_dir: Path) -> int:
             for agent in arm.agents:
                 run.events.lifecycle(arm.name, agent, "resumed", after="runner restart")
         say(f"resuming {meta['run_id']} until {clock(meta['deadline'])}")
-        return run.supervise(
-            backend, home, arms, meta["run_id"], float(meta["deadline"]), "restarted"
-        )
+        try:
+            return run.supervise(
+                backend, home, arms, meta["run_id"], float(meta["deadline"]), "restarted"
+            )
+        finally:
+            run.restore_signals()
     except (RunRefused, DockerUnavailable) as exc:
         say(f"runner: {exc}")
         return 2
