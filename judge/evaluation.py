@@ -224,7 +224,7 @@ class _Run:
                     "stderr": engine.stderr_tail,
                 }
             )
-            if not self.hidden_sent:
+            if not self.hidden_sent and engine.stderr_tail:
                 # Nothing hidden has reached the engine yet: its own words are safe to show.
                 detail += "\n" + engine.stderr_tail[-1500:]
             raise Outcome(Verdict.WRONG, kind, detail) from None
