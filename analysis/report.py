@@ -11,6 +11,7 @@ INCOMPLETE at the top.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sqlite3
 import sys
@@ -336,6 +337,37 @@ def _wire_findings(tables: Tables) -> list[str]:
     return out
 
 
+def _quota_findings(tables: Tables, run: RunInfo) -> list[str]:
+    """Seats that filled their disk quota (``quota`` events), or a quota that was not enforced
+    (``isolation/quota.py``)."""
+    out = []
+    quota = run.meta.get("disk_quota") or {}
+    if quota.get("mb") and quota.get("enforced") is False:
+        out.append(
+            f"The seats' disk quota ({quota['mb']} MiB) was not enforced: {quota.get('why')}."
+        )
+    life = tables.lifecycle
+    full = life[life["event"] == "quota"]
+    for (arm, agent), group in full.groupby(["arm", "agent"], sort=True):
+        limits = {_limit_mib(d) for d in group["detail"]} - {None}
+        times = ", ".join(f"{t / 60:.1f}" for t in group["t_s"])
+        out.append(
+            f"{arm}/{agent} filled its disk quota"
+            + (f" ({', '.join(sorted(limits))} MiB)" if limits else "")
+            + f" {len(group)} time(s) (at minute {times}): its writes failed with ENOSPC until "
+            "it made room."
+        )
+    return out
+
+
+def _limit_mib(detail: Any) -> str | None:
+    try:
+        limit = json.loads(detail).get("limit_bytes")
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return f"{limit / 2**20:.0f}" if isinstance(limit, int | float) else None
+
+
 def _noise(tables: Tables) -> tuple[float, float] | None:
     """(sigma, median) of the judge's repeated baseline measurements in tok/s, if 2 or more."""
     values = tables.evaluations["baseline_tok_s"].dropna()
@@ -381,6 +413,7 @@ def not_solid(tables: Tables, run: RunInfo) -> list[str]:
             "services of the host listening on all addresses, not only the model proxy."
         )
     out += _wire_findings(tables)
+    out += _quota_findings(tables, run)
     wrong_ok = ev[(ev["verdict"] == "WRONG") & (ev["tokens_correct"].fillna(False))]
     if len(wrong_ok):
         shown = ", ".join(

@@ -123,6 +123,25 @@ def test_a_seat_that_ended_at_the_deadline_did_not_exit_before_it(run_factory):
     assert "solo/w1 exited" not in solid  # a restart alone is not an exit
 
 
+def test_a_seat_at_its_disk_quota_and_a_quota_not_enforced_are_said(run_factory):
+    run = run_factory()
+    events = EventLog(run.path / "events.sqlite")
+    events.lifecycle("solo", "w1", "quota", used_bytes=2**31, limit_bytes=2**31, free_bytes=0,
+                     free_inodes=9, reason="no room left")  # fmt: skip
+    _stamp(events, "lifecycle", _last_id(events, "lifecycle"), T0 + 45)
+    assert main([str(run.path)]) == 0
+    solid = _section(_report(run.path), "What is not solid")
+    assert (
+        "solo/w1 filled its disk quota (2048 MiB) 1 time(s) (at minute 0.8): its writes failed "
+        "with ENOSPC until it made room." in solid
+    )
+    assert "was not enforced" not in solid
+    events.set_meta(disk_quota={"mb": 2048, "enforced": False, "why": "not root"})
+    assert main([str(run.path)]) == 0
+    solid = _section(_report(run.path), "What is not solid")
+    assert "The seats' disk quota (2048 MiB) was not enforced: not root." in solid
+
+
 def test_figures_are_valid_pngs(built):
     figures = _pngs(built.path)
     assert set(figures) == {
