@@ -161,9 +161,12 @@ class SeatQuota:
         """The seat's files back in a plain folder at the same path; the image unmounted and
         deleted. Idempotent, and safe to repeat after being interrupted at any step."""
         if not self.image.exists():
-            if self.staging.exists() and not any(self.folder.iterdir()):
-                self.folder.rmdir()
-                os.replace(self.staging, self.folder)
+            # Interrupted after the image was deleted: only the last rename is left to do.
+            if self.staging.exists():
+                if self.folder.exists() and not any(self.folder.iterdir()):
+                    self.folder.rmdir()
+                if not self.folder.exists():
+                    os.replace(self.staging, self.folder)
             return
         if not self.mounted():
             _run(["mount", "-o", MOUNT_OPTIONS + ",ro", str(self.image), str(self.folder)])

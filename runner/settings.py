@@ -133,6 +133,7 @@ def settings_problems(cfg: DictConfig) -> list[str]:
         An empty list when every value is usable.
     """
     from isolation.backends import backend_names
+    from isolation.quota import quota_setting_problem
 
     problems = _arm_problems(cfg)
     budget = cfg.budget
@@ -157,6 +158,9 @@ def settings_problems(cfg: DictConfig) -> list[str]:
     _size(problems, "isolation.memory", iso.memory)
     _cpuset(problems, "isolation.cpuset", iso.cpuset)
     _at_least_one(problems, "isolation.pids_limit", iso.pids_limit)
+    quota = quota_setting_problem(iso.get("disk_quota_mb"))
+    if quota:
+        problems.append(quota)
     _size(problems, "agent.memory", cfg.agent.memory, optional=True)
     if not str(cfg.agent.image).strip():
         problems.append("agent.image='': name the agents' image")

@@ -51,6 +51,7 @@ BAD = [
     ("isolation.backend=dockr", "isolation.backend='dockr'"),
     ("isolation.cpuset=all", "isolation.cpuset='all'"),
     ("budget.max_submissions_per_agent=0", "budget.max_submissions_per_agent=0"),
+    ("isolation.disk_quota_mb=10", "isolation.disk_quota_mb=10"),
 ]
 
 
