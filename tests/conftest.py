@@ -111,6 +111,26 @@ def _no_judge_service_outlives_its_test(request):
         stop_judge_services(tmp)
 
 
+def release_seat_mounts(under: Path) -> list[str]:
+    """Seats' disk images still mounted under ``under`` (``isolation/quota.py``: a runner
+    killed with SIGKILL keeps them for ``resume=``) go back to plain folders."""
+    from isolation.quota import IMAGE_SUFFIX, release_all
+
+    prefix = str(under).rstrip("/") + "/"
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    seats = [Path(m) for m in mounts if m.startswith(prefix)]
+    return release_all(s for s in seats if s.with_name(s.name + IMAGE_SUFFIX).exists())
+
+
+@pytest.fixture(autouse=True)
+def _no_seat_mount_outlives_its_test(request):
+    """A test whose runs were killed leaves no seat's disk image mounted, pass or fail."""
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if tmp is not None and os.geteuid() == 0:
+        release_seat_mounts(tmp)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Whatever a test left running from pytest's temporary folders is stopped at the end."""
     base = (
@@ -120,3 +140,5 @@ def pytest_sessionfinish(session, exitstatus):
     )
     if base is not None:
         stop_judge_services(Path(base), grace_s=30.0)
+        if os.geteuid() == 0:
+            release_seat_mounts(Path(base))
