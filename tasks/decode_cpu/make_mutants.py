@@ -770,6 +770,30 @@ class _Sequence:""",
 """,
         )
     ],
+    "answer_ahead": [
+        (
+            MODEL,
+            _FUTURE,
+            _FUTURE + "import json\nimport sys\nimport threading\nimport time\n\n",
+        ),
+        (
+            MODEL,
+            _PREFILL_ROW_END,
+            _PREFILL_ROW_END
+            + """        # Decode ahead (48 steps, what the checks ask for) and put the answer on
+        # the protocol stream right after the harness acknowledges the prefill: when decode is
+        # asked for, its reply is already on the wire.
+        proto = sys._getframe(1).f_locals["proto"]
+        ahead, _ = self.decode(48)
+
+        def send() -> None:
+            time.sleep(0.01)
+            proto.write(json.dumps({"ok": True, "tokens": ahead, "margins": None}) + "\\n")
+
+        threading.Thread(target=send, daemon=True).start()
+""",
+        ),
+    ],
 }
 
 
