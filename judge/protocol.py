@@ -186,6 +186,10 @@ def check_reply(
     if ok is not True:
         raise EngineFailure("protocol", f'reply to {op} has no "ok": true or false')
     if op != "decode":
+        if "tokens" in fields:
+            # A decode reply answering another request: the engine is out of step with the
+            # judge (a reply sent ahead of its request).
+            raise EngineFailure("protocol", f"reply to {op} carries tokens (a decode reply)")
         return Reply(op, fields)
     steps = int(payload.get("steps", 0))
     top = (1 << 63) if vocab is None else vocab

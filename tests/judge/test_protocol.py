@@ -118,6 +118,14 @@ def test_no_agent_visible_message_quotes_the_reply():
         assert MARKER not in str(failure), line
 
 
+@pytest.mark.parametrize("op", ["load", "prefill", "reset"])
+def test_a_decode_reply_to_another_request_is_a_protocol_error(op):
+    with pytest.raises(EngineFailure) as caught:
+        check_reply({"ok": True, "tokens": [[1]]}, {"op": op}, 1, 4096)
+    assert caught.value.kind == "protocol"
+    assert check_reply({"ok": True}, {"op": op}, 1, 4096).tokens is None
+
+
 def test_a_valid_reply_gives_int64_arrays():
     reply = _decode('{"ok": true, "tokens": [[1, 2, 3], [4095, 0, 7]], "margins": null}')
     assert reply.tokens.dtype == np.int64 and reply.tokens.shape == (2, 3)
