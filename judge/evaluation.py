@@ -413,6 +413,8 @@ class _Run:
             ratios.append(round(cand.prefill_s / base.prefill_s, 4))
             self.metrics.setdefault("prefill_rechecks", {})[context] = ratios
             if cand.prefill_s <= self.prefill_cap(base.prefill_s):
+                # Not charged, but said: a prefill over the cap that a re-check cleared.
+                self.flags.setdefault("prefill_over_cap_unconfirmed", []).append(context)
                 return None
         return ratios
 

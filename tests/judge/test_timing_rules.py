@@ -183,6 +183,18 @@ def test_moving_decode_into_prefill_does_not_raise_x(cfg, tmp_path) -> None:
     assert shifted.metrics["decode_x_baseline"] > 100 * shifted.metrics["x_baseline"]
 
 
+def test_a_prefill_over_the_cap_that_a_recheck_clears_is_flagged_not_charged(cfg, tmp_path) -> None:
+    run, box = make_run(cfg, toy_home(cfg, tmp_path), lazy=True)
+    engine = box.engine([], "batched")
+    # Old-style prefill-only probes switch the lazy engine to honest for its next prefill, as
+    # the judge's re-checks once did; the judge's own re-checks never do (see above).
+    for _ in range(2):
+        engine.request({"op": "prefill", "prompts": [[1, 2, 3]]}, 1.0)
+        engine.request({"op": "reset"}, 1.0)
+    assert run.prefill_over_cap_again(engine, (16, [8, 24], 64), "shape:timing", "x") is None
+    assert run.flags["prefill_over_cap_unconfirmed"] == ["x"]
+
+
 @pytest.mark.parametrize("kind", [{"shift": True}, {"lazy": True}])
 def test_decode_work_in_prefill_over_the_cap_is_wrong_and_rechecks_look_like_runs(
     cfg, tmp_path, kind
