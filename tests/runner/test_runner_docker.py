@@ -53,8 +53,10 @@ def _base(
 
 
 def _containers(run_dir: Path) -> list[str]:
+    """The containers still there of this run (by its id: other runs may share the engine)."""
+    run_id = EventLog(run_dir / "events.sqlite").meta()["run_id"]
     return subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=org.swarmlab.run"],
+        ["docker", "ps", "-aq", "--filter", f"label=org.swarmlab.run={run_id}"],
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
 
