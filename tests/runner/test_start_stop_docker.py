@@ -79,8 +79,8 @@ def test_two_ctrl_c_stop_the_run_in_order(judge_private_dir, base_image, tmp_pat
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         left = _run_containers(run_id) if run_id else []
-    if left:  # a failed stop leaves no container behind for the tests that follow
-        subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
+        if left:  # a failed stop leaves no container behind for the tests that follow
+            subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "stopping faster" in err, err
