@@ -210,6 +210,25 @@ class CheckSettings(Callback):
             refuse(problems)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        problems = settings_problems(config)
+        swept = swept_keys(list(OmegaConf.select(config, "hydra.overrides.task") or []))
+        if any(_is_group(key) for key in swept):
+            return  # another group per job: each job checks its own composition
+        # Here the config holds none of the swept values: a problem naming a swept key is
+        # the job's to find, with its own value (a continuation swept over from_run=A,B).
+        problems = [p for p in settings_problems(config) if not any(k in p for k in swept)]
         if problems:
             refuse(problems)
+
+
+def swept_keys(overrides: list[str]) -> set[str]:
+    """The keys (or config groups) that ``overrides`` sweep over (``seed=1,2``, ``range``...)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return {o.key_or_group for o in parsed if o.is_sweep_override()}
+
+
+def _is_group(key: str) -> bool:
+    from tasks.schema import PROJECT_ROOT
+
+    return (PROJECT_ROOT / "conf" / key).is_dir()

@@ -90,28 +90,39 @@ def test_run_job_records_an_interrupt_and_lets_it_through(fake_run, tmp_path):
 
 @pytest.mark.parametrize("launcher", ["basic", "joblib"])
 def test_sweep_of_failing_jobs_is_aggregated(tmp_path, launcher):
-    """A continuation without from_run is refused before any judge or container: both jobs
-    fail, the sweep still ends with its aggregate, and exits 1."""
+    """A continuation swept over runs that do not exist: each job is refused before any judge
+    or container, the sweep still ends with its aggregate, and exits 1. (The up-front check
+    leaves a swept key to its jobs: the sweep's own config holds none of its values.)"""
     sweep_dir = tmp_path / "sweep"
     parallel = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"] if launcher == "joblib" else []
+    missing = f"{tmp_path}/no-run-a,{tmp_path}/no-run-b"
     result = subprocess.run(
-        [sys.executable, "-m", "runner", "-m", "arm=continuation", "isolation=local", "seed=1,2",
-         *parallel, f"hydra.sweep.dir={sweep_dir}"],
+        [sys.executable, "-m", "runner", "-m", "arm=continuation", "isolation=local",
+         f"from_run={missing}", *parallel, f"hydra.sweep.dir={sweep_dir}"],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     report = result.stdout + result.stderr[-3000:]
     assert result.returncode == 1, report
     rows = list(csv.DictReader((sweep_dir / "aggregate.csv").open()))
-    assert [(r["job_dir"], r["seed"], r["status"], r["arm"]) for r in rows] == [
-        ("arm=continuation,isolation=local,seed=1", "1", "failed", "continuation"),
-        ("arm=continuation,isolation=local,seed=2", "2", "failed", "continuation"),
-    ], report
-    assert all("needs from_run" in r["job_error"] for r in rows)
+    assert [(r["status"], r["arm"]) for r in rows] == [("failed", "continuation")] * 2, report
+    assert [r["job_dir"].rsplit("no-run-", 1)[1][0] for r in rows] == ["a", "b"], report
+    assert all("is not a run directory" in r["job_error"] for r in rows), report
     assert (sweep_dir / "aggregate_stats.csv").is_file()
     assert "2 job(s), 0 ok, 2 failed or incomplete" in result.stdout
     for row in rows:
         record = json.loads((sweep_dir / row["job_dir"] / "job.json").read_text())
         assert (record["status"], record["exit_status"]) == ("failed", 2)
+
+
+def test_a_bad_setting_every_job_shares_is_refused_before_the_sweep(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", "-m", "arm=continuation", "isolation=local", "seed=1,2",
+         f"hydra.sweep.dir={sweep_dir}"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "needs from_run" in result.stderr and not sweep_dir.exists()
 
 
 def test_slurm_preset_composes_with_a_time_limit_past_the_budget():
