@@ -166,10 +166,21 @@ def template_repo(
     return dest, commit_all(dest, message, author)
 
 
-def _git_dir_fd(repo: Path, stack: list[int]) -> int:
+def git_dir_fd(repo: Path, stack: list[int]) -> int:
     """An fd of the repository's git directory: ``repo/.git`` when present (a worktree),
-    else ``repo`` itself (a bare repository)."""
-    top = os.open(str(repo), _NOFOLLOW_DIR)
+    else ``repo`` itself (a bare repository). Every fd opened is appended to ``stack`` (the
+    caller closes them); links and gitfiles are never followed.
+
+    Raises:
+        UntrustedRepoError: the repository is missing, a link, or its ``.git`` is not a plain
+            folder.
+    """
+    try:
+        top = os.open(str(repo), _NOFOLLOW_DIR)
+    except FileNotFoundError:
+        raise UntrustedRepoError("the repository does not exist") from None
+    except OSError:
+        raise UntrustedRepoError("the repository must be a plain folder (not a link)") from None
     stack.append(top)
     try:
         os.stat(".git", dir_fd=top, follow_symlinks=False)
@@ -203,12 +214,7 @@ def fetch_commit(
         raise UntrustedRepoError(f"{commit!r} is not a full commit sha (40 hex digits)")
     fds: list[int] = []
     try:
-        try:
-            git_fd = _git_dir_fd(Path(source), fds)
-        except FileNotFoundError:
-            raise UntrustedRepoError("the repository does not exist") from None
-        except OSError:
-            raise UntrustedRepoError("the repository must be a plain folder") from None
+        git_fd = git_dir_fd(Path(source), fds)
         try:
             objects_fd = os.open("objects", _NOFOLLOW_DIR, dir_fd=git_fd)
         except OSError:

@@ -31,7 +31,15 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from isolation.gitutil import SHA_RE, GitError, UntrustedRepoError, fetch_commit, git, git_env
+from isolation.gitutil import (
+    SHA_RE,
+    GitError,
+    UntrustedRepoError,
+    fetch_commit,
+    git,
+    git_dir_fd,
+    git_env,
+)
 from judge.verdict import Outcome, Verdict
 
 # A tree any honest candidate of a task here stays far below; each bound keeps a crafted
@@ -86,29 +94,6 @@ def _bad_tree(detail: str) -> Outcome:
 # -- reading a repository without letting git open it --------------------------------------
 
 
-def _git_dir_fd(repo: Path, fds: list[int]) -> int:
-    """An fd of ``repo/.git`` (a worktree) or of ``repo`` itself (a bare repository)."""
-    try:
-        top = os.open(str(repo), _NOFOLLOW_DIR)
-    except FileNotFoundError:
-        raise UntrustedRepoError("the repository does not exist") from None
-    except OSError:
-        raise UntrustedRepoError("the repository must be a plain folder (not a link)") from None
-    fds.append(top)
-    try:
-        os.stat(".git", dir_fd=top, follow_symlinks=False)
-    except FileNotFoundError:
-        return top
-    try:
-        fd = os.open(".git", _NOFOLLOW_DIR, dir_fd=top)
-    except OSError:
-        raise UntrustedRepoError(
-            ".git must be a plain folder (not a link, and not a gitfile)"
-        ) from None
-    fds.append(fd)
-    return fd
-
-
 def _read_small(name: str, dir_fd: int, limit: int) -> bytes | None:
     """A regular file's bytes (no links followed), or None if absent, not regular, or larger
     than ``limit``."""
@@ -158,7 +143,7 @@ def object_view(repo: Path, *, refs: bool = False) -> Iterator[Path]:
     """
     fds: list[int] = []
     try:
-        git_fd = _git_dir_fd(Path(repo), fds)
+        git_fd = git_dir_fd(Path(repo), fds)
         try:
             objects_fd = os.open("objects", _NOFOLLOW_DIR, dir_fd=git_fd)
         except OSError:
