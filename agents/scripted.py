@@ -553,11 +553,11 @@ class Worker(Agent):
             self.state.master = self.git("rev-parse", "master")
         if self.state.base is None:
             self.state.base = self.state.master
+        self.reconcile()  # first what became of a submission being made when we stopped
         self.announce()
         # Work on a branch of our own: master stays the starting commit, for anyone looking.
         self.git("checkout", "-q", "-B", "scripted", self.state.base)
         self.git.reset(self.state.base)
-        self.reconcile()
         self.settle_pending()
         self.save()
         while self.time_left() > 0 and not self.out_of_actions():
@@ -1044,6 +1044,7 @@ class Worker(Agent):
         (number, None) when the gateway took it, (None, why) when it did not."""
         wait = env_float("SWARMLAB_REPLY_TIMEOUT", 120.0)
         until = time.time() + wait
+        waited = False
         while True:
             # Still in the outbox: the gateway has not handled it yet; it answers before it
             # deletes the request, so once the file is gone the reply is there.
@@ -1054,6 +1055,9 @@ class Worker(Agent):
                     queued = queued or (body.get("op") == "submit" and body.get("commit") == commit)
             if not queued or time.time() >= until:
                 break
+            if not waited:
+                waited = True
+                self.notes.log(f"my request for {short(commit)} is still in the outbox: waiting")
             time.sleep(min(self.poll, 0.5))
         for reply in (self.inbox / "replies").glob("*.json"):
             with contextlib.suppress(OSError, ValueError):

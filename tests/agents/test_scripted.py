@@ -11,6 +11,7 @@ scores real submissions in the judge's own tests.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -86,7 +87,7 @@ class StandIn:
     def publish(self, agent: str, number: int, commit: str) -> None:
         git("update-ref", f"refs/submissions/{agent}/{number}", commit, cwd=self.arm.submissions)
 
-    def handle(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, name: str, request: dict[str, Any]) -> dict[str, Any] | None:
         ws = self.arm.agents[name]
         if request.get("op") == "post":
             number = self.post(name, ws.role, request.get("kind", "note"), request["text"],
@@ -114,6 +115,8 @@ class StandIn:
             for request_file in sorted(ws.outbox.glob("*.json")):
                 request = json.loads(request_file.read_text())
                 reply = self.handle(name, request)
+                if reply is None:
+                    continue
                 tmp = ws.replies / f".{request['id']}.tmp"
                 tmp.write_text(json.dumps(reply))
                 os.replace(tmp, ws.replies / f"{request['id']}.json")
@@ -366,8 +369,8 @@ def test_same_seed_same_choices_and_a_restart_continues(tmp_path) -> None:
 @dataclass
 class Holding(StandIn):
     """The stand-in with two ways to be slow, as the real gateway and judge can be: ``paused``
-    (requests wait in the outbox) and ``withhold`` (submissions are taken, numbered and
-    answered, but their verdicts wait)."""
+    (submit requests wait in the outbox; posts are still handled) and ``withhold``
+    (submissions are taken, numbered and answered, but their verdicts wait)."""
 
     paused: threading.Event = field(default_factory=threading.Event)
     withhold: threading.Event = field(default_factory=threading.Event)
@@ -385,18 +388,17 @@ class Holding(StandIn):
             super().deliver(file, verdict)
         self.held.clear()
 
-    def serve(self) -> None:
-        while not self.stop.is_set():
-            if not self.paused.is_set():
-                self.poll()
-            time.sleep(0.02)
+    def handle(self, name: str, request: dict[str, Any]) -> dict[str, Any] | None:
+        if request.get("op") == "submit" and self.paused.is_set():
+            return None  # left in the outbox
+        return super().handle(name, request)
 
 
 def _tree(arm: ArmWorkspace, commit: str) -> str:
     return git("rev-parse", commit + "^{tree}", cwd=arm.submissions)
 
 
-def _wait(what: str, check: Any, agent: subprocess.Popen[str], timeout: float = 60) -> None:
+def _wait(what: str, check: Any, agent: subprocess.Popen[str], timeout: float = 600) -> None:
     until = time.time() + timeout
     while not check():
         if agent.poll() is not None or time.time() > until:
@@ -429,11 +431,21 @@ def test_a_killed_worker_never_submits_a_tree_twice(tmp_path) -> None:
         _wait("two submissions", lambda: len(gateway.submitted.get("w1", [])) >= 2, agent)
         gateway.paused.set()
         outbox = arm.agents["w1"].outbox
-        _wait("a request in the outbox", lambda: any(outbox.glob("*.json")), agent)
+
+        def queued() -> bool:
+            for file in outbox.glob("*.json"):
+                with contextlib.suppress(OSError, ValueError):
+                    if json.loads(file.read_text()).get("op") == "submit":
+                        return True
+            return False
+
+        _wait("a submit request in the outbox", queued, agent)
         _kill(agent)
         agent = start_agent(arm, "w1", seed=7, deadline=deadline, moves=moves,
                             SWARMLAB_KEEP_GOING="1")  # fmt: skip
-        time.sleep(1.0)  # the restarted agent finds its request still queued and waits
+        notes = arm.agents["w1"].notes / "NOTES.md"
+        _wait("the restarted agent waiting on its queued request",
+              lambda: "is still in the outbox: waiting" in notes.read_text(), agent)  # fmt: skip
         gateway.withhold.set()
         gateway.paused.clear()
         _wait("a verdict held back", lambda: bool(gateway.held), agent)
