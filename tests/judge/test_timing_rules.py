@@ -148,6 +148,7 @@ def toy_home(cfg, where: Path, sets_seed: int = 1) -> SimpleNamespace:
 def make_run(cfg, home, **kind) -> tuple[_Run, ToyContainer]:
     run = _Run(Evaluator(cfg, home), SimpleNamespace(id=1, attempts=1))
     run.cand = ToyContainer(kind)
+    run.base = ToyContainer({})  # the baseline's container: B=1 pairs start fresh ones in it
     run.base_engine = ToyEngine("baseline")
     return run, run.cand
 
@@ -217,6 +218,19 @@ def test_b1_work_hidden_in_prefill_is_charged(cfg, tmp_path) -> None:
     assert run.metrics["b1_decode_ratio"] == pytest.approx(1.0, rel=1e-3)
     assert run.metrics["b1_ratio"] > 1.1
     assert sequences(box.started[0].ops) == {("prefill", "decode", "reset")}
+
+
+def test_every_b1_pair_runs_in_a_fresh_candidate_and_a_fresh_baseline_process(cfg, tmp_path):
+    """A process keeps its speed offset for life on a loaded machine: pairs sharing two
+    processes are not independent, and the sign test assumes they are."""
+    run, box = make_run(cfg, toy_home(cfg, tmp_path))
+    main = run.base_engine
+    run.b1_pairs([])
+    pairs = run.metrics["b1_pairs"]
+    for started in (box.started, run.base.started):
+        assert len(started) == pairs
+        assert all(e.ops == ["load", "prefill", "decode", "reset"] for e in started)
+    assert run.base_engine is main and main.ops == []  # the long-lived baseline is untouched
 
 
 def test_timed_prompts_are_new_in_every_evaluation(cfg, tmp_path) -> None:
