@@ -6,6 +6,7 @@ Engines run as real subprocesses speaking the JSON-lines protocol through the fr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import runpy
 import shutil
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 import yaml
 
+from judge.preflight import Mutant
 from tasks.decode_cpu import make_prompts
 
 TASK = Path(__file__).resolve().parents[2] / "tasks" / "decode_cpu"
@@ -216,11 +218,11 @@ def test_mutants_file_is_well_formed() -> None:
     names = [m["name"] for m in mutants]
     assert len(names) == len(set(names))
     allowed = {"PASS": {None}, "WRONG": {"mismatch", "alternating", "prefill_cap",
-                                          "b1_regression", "timeout", "crash"},
-               "REJECT": {"frozen_zone", "forbidden_file", "shadowing"}}  # fmt: skip
+                                          "b1_regression", "timeout", "crash", "protocol",
+                                          "memory"},
+               "REJECT": {"frozen_zone", "forbidden_file", "shadowing", "bad_tree"}}  # fmt: skip
     for m in mutants:
-        assert set(m) <= {"name", "patch", "expect", "reason", "min_x_baseline",
-                          "max_x_baseline", "b1_margin", "why"}  # fmt: skip
+        assert set(m) <= {f.name for f in dataclasses.fields(Mutant)}, m
         assert m.get("reason") in allowed[m["expect"]], m
     assert {m["name"]: m["patch"] for m in mutants}["baseline"] is None
 
