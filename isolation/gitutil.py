@@ -43,7 +43,8 @@ import re
 import shutil
 import subprocess
 import tempfile
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 # Commits the project makes itself (task templates, mutants) get this date, so their shas are
@@ -212,23 +213,37 @@ def fetch_commit(
     """
     if not SHA_RE.match(commit):
         raise UntrustedRepoError(f"{commit!r} is not a full commit sha (40 hex digits)")
+    with object_view(Path(source), "[uploadpack]\n\tallowAnySHA1InWant = true\n") as (shadow, _):
+        _fetch(shadow, commit, Path(dest), ref, timeout)
+
+
+@contextmanager
+def object_view(source: Path, config: str = "") -> Iterator[tuple[Path, int]]:
+    """A git directory of our own that sees ``source``'s objects and nothing else of it: not
+    its config, hooks, alternates, grafts, refs or any file outside its object folders. Yields
+    (that directory, an fd of ``source``'s git directory for reading more of it by hand);
+    ``config`` is appended to the view's own config. Every fd is closed at the end.
+
+    Raises:
+        UntrustedRepoError: ``source``'s layout is not a plain repository (links, gitfiles, no
+            objects folder).
+    """
     fds: list[int] = []
     try:
-        git_fd = git_dir_fd(Path(source), fds)
+        git_fd = git_dir_fd(source, fds)
         try:
             objects_fd = os.open("objects", _NOFOLLOW_DIR, dir_fd=git_fd)
         except OSError:
             raise UntrustedRepoError(".git/objects must be a plain folder (not a link)") from None
         fds.append(objects_fd)
         pid = os.getpid()
-        with tempfile.TemporaryDirectory(prefix="swarmlab-fetch-") as tmp:
-            shadow = Path(tmp) / "shadow.git"
-            (shadow / "refs" / "heads").mkdir(parents=True)
-            (shadow / "objects" / "info").mkdir(parents=True)
-            (shadow / "HEAD").write_text("ref: refs/heads/master\n")
-            (shadow / "config").write_text(
-                "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
-                "[uploadpack]\n\tallowAnySHA1InWant = true\n"
+        with tempfile.TemporaryDirectory(prefix="swarmlab-view-") as tmp:
+            view = Path(tmp) / "view.git"
+            (view / "refs" / "heads").mkdir(parents=True)
+            (view / "objects" / "info").mkdir(parents=True)
+            (view / "HEAD").write_text("ref: refs/heads/master\n")
+            (view / "config").write_text(
+                "[core]\n\trepositoryformatversion = 0\n\tbare = true\n" + config
             )
             for name in sorted(os.listdir(objects_fd)):
                 if name != "pack" and not _OBJECT_DIR_RE.match(name):
@@ -238,8 +253,8 @@ def fetch_commit(
                 except OSError:
                     continue  # a link or a file where a folder belongs: not followed
                 fds.append(fd)
-                os.symlink(f"/proc/{pid}/fd/{fd}", shadow / "objects" / name)
-            _fetch(shadow, commit, Path(dest), ref, timeout)
+                os.symlink(f"/proc/{pid}/fd/{fd}", view / "objects" / name)
+            yield view, git_fd
     finally:
         for fd in reversed(fds):
             with suppress(OSError):

@@ -23,7 +23,6 @@ import os
 import re
 import stat
 import subprocess
-import tempfile
 import threading
 import unicodedata
 from collections.abc import Iterator
@@ -37,9 +36,9 @@ from isolation.gitutil import (
     UntrustedRepoError,
     fetch_commit,
     git,
-    git_dir_fd,
     git_env,
 )
+from isolation.gitutil import object_view as git_object_view  # objects only: no refs
 from judge.verdict import Outcome, Verdict
 
 # A tree any honest candidate of a task here stays far below; each bound keeps a crafted
@@ -58,7 +57,6 @@ FILE_MODES = {"100644": 0o644, "100755": 0o755}
 TREE_MODE = "40000"
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NOFOLLOW_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_OBJECT_DIR_RE = re.compile(r"^[0-9a-f]{2}$")
 _REF_NAME_RE = re.compile(r"^[A-Za-z0-9._+-]{1,200}$")
 # Options for every git command the judge runs on a view: nothing of the host's or the
 # candidate's configuration can reach it (the view's own config is the judge's).
@@ -141,49 +139,25 @@ def object_view(repo: Path, *, refs: bool = False) -> Iterator[Path]:
     Raises:
         UntrustedRepoError: ``repo`` is missing or is not a plain repository layout.
     """
-    fds: list[int] = []
-    try:
-        git_fd = git_dir_fd(Path(repo), fds)
-        try:
-            objects_fd = os.open("objects", _NOFOLLOW_DIR, dir_fd=git_fd)
-        except OSError:
-            raise UntrustedRepoError("not a git repository (no plain objects folder)") from None
-        fds.append(objects_fd)
-        with tempfile.TemporaryDirectory(prefix="swarmlab-view-") as tmp:
-            view = Path(tmp) / "view.git"
-            (view / "refs" / "heads").mkdir(parents=True)
-            (view / "objects" / "info").mkdir(parents=True)
-            (view / "HEAD").write_text("ref: refs/heads/master\n")
-            (view / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n")
-            for name in sorted(os.listdir(objects_fd)):
-                if name != "pack" and not _OBJECT_DIR_RE.match(name):
-                    continue  # info/ (alternates, commit-graph) and anything else
+    with git_object_view(Path(repo)) as (view, git_fd):
+        if refs:
+            head = _read_small("HEAD", git_fd, MAX_REF_FILE_BYTES)
+            if head is None:
+                raise UntrustedRepoError("not a git repository (no plain HEAD file)")
+            (view / "HEAD").write_bytes(head)
+            packed = _read_small("packed-refs", git_fd, MAX_PACKED_REFS_BYTES)
+            if packed is not None:
+                (view / "packed-refs").write_bytes(packed)
+            try:
+                refs_fd = os.open("refs", _NOFOLLOW_DIR, dir_fd=git_fd)
+            except OSError:
+                pass  # no plain refs folder: HEAD and packed-refs only
+            else:
                 try:
-                    fd = os.open(name, _NOFOLLOW_DIR, dir_fd=objects_fd)
-                except OSError:
-                    continue
-                fds.append(fd)
-                os.symlink(f"/proc/{os.getpid()}/fd/{fd}", view / "objects" / name)
-            if refs:
-                head = _read_small("HEAD", git_fd, MAX_REF_FILE_BYTES)
-                if head is None:
-                    raise UntrustedRepoError("not a git repository (no plain HEAD file)")
-                (view / "HEAD").write_bytes(head)
-                packed = _read_small("packed-refs", git_fd, MAX_PACKED_REFS_BYTES)
-                if packed is not None:
-                    (view / "packed-refs").write_bytes(packed)
-                try:
-                    refs_fd = os.open("refs", _NOFOLLOW_DIR, dir_fd=git_fd)
-                except OSError:
-                    refs_fd = -1
-                if refs_fd >= 0:
-                    fds.append(refs_fd)
                     _copy_refs(refs_fd, view / "refs", [MAX_REF_FILES])
-            yield view
-    finally:
-        for fd in reversed(fds):
-            with suppress(OSError):
-                os.close(fd)
+                finally:
+                    os.close(refs_fd)
+        yield view
 
 
 def _view_git(view: Path, *args: str) -> str:
