@@ -32,7 +32,7 @@ from types import FrameType
 from omegaconf import DictConfig
 
 from judge.config import settings_hash
-from judge.evaluation import Evaluator
+from judge.kinds import get_kind
 from judge.private import JudgeHome
 from judge.queue import JudgeQueue, process_alive
 from judge.sandbox import judge_cpuset, remove_stale_sandboxes
@@ -155,7 +155,7 @@ def work(
                 f"judge: re-queued {len(recovered)} interrupted evaluation(s),"
                 f" removed {removed} stale sandbox(es)"
             )
-        evaluator = Evaluator(cfg, home)
+        evaluator = get_kind(cfg.task.kind).evaluator(cfg, home)
         while not stop():
             turn = queue.next_turn()
             if turn not in (None, queue.settings_hash):

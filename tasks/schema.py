@@ -70,6 +70,14 @@ class SpecConfig:
 
 
 @dataclass
+class DirectionConfig:
+    """One line of work a swarm worker starts on (the arm's seats take them in order)."""
+
+    name: str
+    text: str = ""
+
+
+@dataclass
 class TaskConfig:
     """A task: where its files are and what the judge runs on it.
 
@@ -80,11 +88,26 @@ class TaskConfig:
 
     name: str = "decode_cpu"
     root: str = "tasks/decode_cpu"
+    # The task kind (judge.kinds registry): its stages, checks, metric and generated mutants.
+    kind: str = "decode"
     template: str = "template"
     mutants: str = "mutants.yaml"
     reference: str = "reference/solution.patch"
     # "module:function" making hidden prompts: f(seed, batch, prompt_len, vocab) -> list[list[int]]
     inputs: str = "tasks.decode_cpu.inputs:make_prompts"
+    # Large read-only inputs (weights): name -> path (relative to the task folder); hashed,
+    # mounted read-only at /assets/<name> in sandboxes and agent containers, never copied.
+    assets: dict[str, str] = field(default_factory=dict)
+    # The image the judge's sandbox and the arm's agent containers run; null: the task's
+    # image/Dockerfile if it has one, else the judge's sandbox image.
+    image: str | None = None
+    # Commands (argv) run in the task's image whose output joins the task's fingerprint
+    # (a compiler upgrade re-runs set-up instead of turning every evaluation into ERROR).
+    toolchain: list[list[str]] = field(default_factory=list)
+    # What a swarm's workers start on (scripted and real agents alike).
+    directions: list[DirectionConfig] = field(default_factory=list)
+    # The scripted agents' move library (a folder of the task), if it has one.
+    moves: str | None = "moves"
     frozen: list[str] = field(default_factory=list)
     package_names: list[str] = field(default_factory=list)
     serve: list[str] = field(default_factory=lambda: ["{python}", "-I", "-B", "harness/serve.py"])

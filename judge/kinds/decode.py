@@ -1,0 +1,37 @@
+"""The ``decode`` kind: an engine speaking JSON lines (load, prefill, decode, reset), in any
+language, scored by B-row aggregate decode throughput against the frozen baseline."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig
+
+from judge.kinds.base import Evaluator, Metric
+from judge.kinds.registry import task_kind
+
+if TYPE_CHECKING:
+    from judge.preflight import Mutant
+    from judge.private import JudgeHome
+
+
+@task_kind("decode")
+class DecodeKind:
+    """Today's decode pipeline (``judge.evaluation``) behind the kind protocol."""
+
+    name = "decode"
+
+    def metric(self, task: DictConfig) -> Metric:
+        return Metric(
+            name="tok_s",
+            unit="tok/s",
+            label=f"B={int(task.timing.batch)} aggregate decode tok/s",
+        )
+
+    def evaluator(self, cfg: DictConfig, home: JudgeHome) -> Evaluator:
+        from judge.evaluation import Evaluator
+
+        return Evaluator(cfg, home)
+
+    def generated_mutants(self, cfg: DictConfig) -> list[Mutant]:
+        return []
