@@ -468,7 +468,7 @@ class LocalAgent:
 
 def host_command(spec: AgentSpec) -> list[str]:
     """The command with every container path of ``extra_mounts`` put back to its host path
-    (``/opt/swarmlab/agents/scripted.py`` -> ``<project>/agents/scripted.py``)."""
+    (``/opt/swarmlab/agents/scripted`` -> ``<project>/agents/scripted``)."""
     mounts = sorted(spec.extra_mounts.items(), key=lambda m: -len(m[1]))
     argv = []
     for part in spec.command:

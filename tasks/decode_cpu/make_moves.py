@@ -21,7 +21,7 @@ would plausibly write next. ``kind`` is the author's intent only (the judge deci
 ``sweeps`` are parameters a worker may vary on its best engine once it runs out of moves: plain
 text substitutions the agent applies itself (no numpy, no patch).
 
-``moves/moves.json`` holds the same data as ``moves/moves.yaml`` for ``agents/scripted.py``,
+``moves/moves.json`` holds the same data as ``moves/moves.yaml`` for ``agents/scripted/``,
 which runs with the standard library only.
 """
 

@@ -1,4 +1,4 @@
-"""The scripted agent (``agents/scripted.py``) end to end on the host, no Docker: real
+"""The scripted agent (``agents/scripted/``) end to end on the host, no Docker: real
 workspaces (``isolation.workspace``), the real in-container tools (``agents/tools``) driven
 through their host-path variables, real git, real patches from the move library, and a real
 critic running the task's ``harness/check.py`` and its own long-decode probe.
@@ -32,7 +32,7 @@ from isolation.gitutil import GitError, git
 from isolation.workspace import ArmWorkspace, Seat, prepare_arm, template_repo
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTED = ROOT / "agents" / "scripted.py"
+SCRIPTED = ROOT / "agents" / "scripted"
 TASK = ROOT / "tasks" / "decode_cpu"
 MOVES = TASK / "moves"
 TRAILERS = "%(trailers:key=Move,valueonly,separator=%x2C)|%(trailers:key=Sweep,valueonly)"

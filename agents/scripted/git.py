@@ -1,0 +1,71 @@
+"""The agent's clone, through ``git``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agents.scripted.util import run, say
+
+
+class Git:
+    """The agent's clone (``/work/repo``)."""
+
+    def __init__(self, repo: Path, agent: str) -> None:
+        self.repo = repo
+        self.agent = agent
+
+    def __call__(self, *args: str, check: bool = True) -> str:
+        return run(["git", *args], cwd=self.repo, check=check).stdout.strip()
+
+    def head(self) -> str:
+        return self("rev-parse", "HEAD")
+
+    def reset(self, commit: str) -> None:
+        """Put the work tree exactly at `commit` (whatever a failed apply left behind)."""
+        self("reset", "-q", "--hard", commit)
+        self("clean", "-q", "-fdx")
+
+    def moves_in(self, commit: str) -> list[str]:
+        """The moves in `commit`'s history, oldest first (``Move:`` trailers)."""
+        out = self(
+            "log", "--reverse", "--format=%(trailers:key=Move,valueonly,separator=%x2C)", commit
+        )
+        names: list[str] = []
+        for line in out.splitlines():
+            for name in line.split(","):
+                name = name.strip()
+                if name and name not in names:
+                    names.append(name)
+        return names
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        return (
+            run(
+                ["git", "merge-base", "--is-ancestor", older, newer], cwd=self.repo, check=False
+            ).returncode
+            == 0
+        )
+
+    def has(self, commit: str) -> bool:
+        return (
+            run(
+                ["git", "cat-file", "-e", commit + "^{commit}"], cwd=self.repo, check=False
+            ).returncode
+            == 0
+        )
+
+    def fetch_submission(self, submissions: Path, author: str, number: int, commit: str) -> bool:
+        """Fetch another agent's submitted commit (for a relay or a review)."""
+        if self.has(commit):
+            return True
+        ref = f"refs/submissions/{author}/{number}"
+        done = run(["git", "fetch", "-q", str(submissions), ref], cwd=self.repo, check=False)
+        if done.returncode != 0:
+            say(f"fetch {ref} failed: {(done.stdout + done.stderr).strip()[-200:]}")
+            return False
+        return self.has(commit)
+
+    def commit_all(self, message: str) -> str:
+        self("add", "-A")
+        self("commit", "-q", "--no-verify", "--allow-empty", "-m", message)
+        return self.head()

@@ -1,0 +1,638 @@
+"""The scripted worker: plays moves of its direction, relays onto better PASSes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+from typing import Any
+
+from agents.scripted.agent import Agent
+from agents.scripted.library import MoveSpec
+from agents.scripted.notes import Attempt, Pass
+from agents.scripted.util import as_float, as_int, env_float, run, short
+
+# A relay needs a PASS clearly better than one's own base (not judge noise).
+RELAY_MARGIN = 1.02
+# Chance of relaying onto a better PASS that one does not strictly need.
+RELAY_P = 0.35
+# Chance of taking the library's next move rather than another eligible one.
+FIRST_P = 0.75
+
+
+def conflicted_files(lines: list[str]) -> set[str]:
+    """Files a failed ``git apply --3way`` names: ``U path`` or ``patch failed: path:line``."""
+    found = set()
+    for line in lines:
+        match = re.match(r"^U (.+)$", line) or re.search(r"patch failed: ([^:]+):", line)
+        if match:
+            found.add(match.group(1).strip())
+    return found
+
+
+class Worker(Agent):
+    """Plays moves of its direction (then of any), relays onto better PASSes, never stops."""
+
+    def run(self) -> int:
+        if self.state.master is None:
+            self.state.master = self.git("rev-parse", "master")
+        if self.state.base is None:
+            self.state.base = self.state.master
+        self.reconcile()  # first what became of a submission being made when we stopped
+        self.announce()
+        # Work on a branch of our own: master stays the starting commit, for anyone looking.
+        self.git("checkout", "-q", "-B", "scripted", self.state.base)
+        self.git.reset(self.state.base)
+        self.settle_pending()
+        self.save()
+        while self.time_left() > 0 and not self.out_of_actions():
+            self.settle_pending()
+            self.absorb(self.read_board())
+            if self.maybe_relay():
+                self.save()
+                continue
+            acted = self.act()
+            self.save()
+            if acted:
+                self.state.idle_since = None
+                continue
+            if self.state.idle_since is None:
+                self.state.idle_since = time.time()
+                self.notes.log("nothing left to try on this base; watching the board for a PASS")
+            idle_limit = env_float("SWARMLAB_SCRIPTED_IDLE_S", 120.0)
+            if time.time() - self.state.idle_since >= idle_limit:
+                self.notes.log("nothing left at all: exiting (the supervisor restarts me)")
+                self.state.idle_since = None
+                self.save()
+                return 0
+            self.sleep(self.poll)
+        self.notes.log("deadline reached" if self.time_left() <= 0 else "action budget used")
+        self.save()
+        return 0
+
+    # -- what the board says --
+
+    def absorb(self, rows: list[dict[str, Any]]) -> None:
+        """Learn others' PASSes and the critic's findings."""
+        for row in rows:
+            refs = row.get("refs") or {}
+            kind, author = row.get("kind"), row.get("author")
+            if kind == "result" and author != self.agent and refs.get("verdict") == "PASS":
+                x, commit = as_float(refs.get("x_baseline")), refs.get("commit")
+                if x is not None and commit:
+                    moves = [m for m in str(refs.get("moves", "")).split(",") if m]
+                    self.state.others.append(
+                        Pass(str(author), commit, as_int(refs.get("submission")), x, moves)
+                    )
+            if kind == "review" and refs.get("finding") == "bug" and refs.get("commit"):
+                self.flag(str(refs["commit"]), refs.get("culprit"), row)
+
+    def flag(self, commit: str, culprit: Any, row: dict[str, Any]) -> None:
+        """A reviewer found a bug in `commit`: never build on it; leave it if it is our base."""
+        if commit in self.state.flagged_commits:
+            return
+        self.state.flagged_commits.append(commit)
+        if isinstance(culprit, str) and culprit in self.library.moves:
+            self.state.flagged_moves.append(culprit)
+        tainted = self.tainted(self.state.base or "")
+        self.notes.log(
+            f"{row.get('author')} found a bug in {short(commit)}"
+            + (f" (move {culprit})" if culprit else "")
+            + ("; my base is built on it" if tainted else "")
+        )
+        if tainted:
+            fallback = [p for p in self.state.passes if not self.tainted(p.commit)]
+            best = max(fallback, key=lambda p: p.x, default=None)
+            old = self.state.base
+            if best is None:
+                self.state.base, self.state.base_x = self.state.master, 1.0
+                self.state.base_from = "master"
+            else:
+                self.state.base, self.state.base_x = best.commit, best.x
+                self.state.base_from = best.author
+            self.git.reset(self.state.base or "master")
+            self.state.considered = []  # other PASSes are worth a fresh look from here
+            self.tools.post(
+                "note",
+                f"dropping my base {short(old)}: {row.get('author')} found a bug in "
+                f"{short(commit)}; back on {short(self.state.base)} ({self.state.base_x:.2f}x)",
+                {"commit": old, "base": self.state.base, "flagged": commit},
+            )
+
+    def tainted(self, commit: str) -> bool:
+        """Whether `commit` is, or is built on, a commit a reviewer flagged."""
+        if not commit:
+            return False
+        return any(
+            self.git.has(bad) and self.git.is_ancestor(bad, commit)
+            for bad in self.state.flagged_commits
+        ) or bool(set(self.state.flagged_moves) & set(self.git.moves_in(commit)))
+
+    # -- relays --
+
+    def wanted(self, have: set[str]) -> set[str]:
+        """Moves our untried moves require that `have` lacks (what a relay could bring)."""
+        wanted: set[str] = set()
+        for move in self.pool(phase_two=False):
+            if move.name not in have and not self.finished(move.name):
+                wanted |= set(move.requires) - have
+        return wanted
+
+    def maybe_relay(self) -> bool:
+        base_x = self.state.base_x
+        have = set(self.git.moves_in(self.state.base or "HEAD"))
+        better = [
+            p
+            for p in self.state.others
+            if p.x > base_x * RELAY_MARGIN
+            and p.commit not in self.state.considered
+            and not (set(p.moves) & set(self.state.flagged_moves))
+            and p.commit not in self.state.flagged_commits
+        ]
+        if not better:
+            return False
+        best = max(better, key=lambda p: p.x)
+        self.state.considered.extend(p.commit for p in better)
+        needs = self.wanted(have) & set(best.moves)
+        draw = self.rng.random()
+        if not needs and draw >= RELAY_P:
+            return False
+        if best.submission is None or not self.git.fetch_submission(
+            self.submissions, best.author, best.submission, best.commit
+        ):
+            return False
+        if self.tainted(best.commit):
+            return False
+        old, old_x = self.state.base, base_x
+        self.git.reset(best.commit)
+        self.state.base, self.state.base_x, self.state.base_from = best.commit, best.x, best.author
+        brought = [m for m in self.git.moves_in(best.commit) if m not in have]
+        why = (
+            f"it has {', '.join(sorted(needs))}, which my next moves need"
+            if needs
+            else ("it beats my base")
+        )
+        self.state.relays.append(
+            {"from": best.author, "commit": best.commit, "x": best.x, "needs": sorted(needs)}
+        )
+        self.tools.post(
+            "relay",
+            f"building on {best.author}'s PASS {short(best.commit)} ({best.x:.2f}x, submission "
+            f"{best.submission}) instead of my {short(old)} ({old_x:.2f}x): {why}. It brings "
+            f"{', '.join(brought) or 'no new moves'}.",
+            {
+                "from": best.author,
+                "commit": best.commit,
+                "submission": best.submission,
+                "x_baseline": best.x,
+                "previous": old,
+                "needs": ",".join(sorted(needs)),
+            },
+        )
+        self.notes.log(f"relay onto {best.author}'s {short(best.commit)} ({best.x:.2f}x): {why}")
+        return True
+
+    # -- choosing --
+
+    def pool(self, phase_two: bool) -> list[MoveSpec]:
+        """Moves of our direction (all of them for ``any``), or of every other direction."""
+        names = list(self.library.moves)
+        if self.direction == "any":
+            mine = names
+        else:
+            mine = [n for n in names if self.library.moves[n].direction == self.direction]
+        if phase_two:
+            return self.library.ordered([n for n in names if n not in mine])
+        return self.library.ordered(mine)
+
+    def outcomes(self, action: str) -> list[Attempt]:
+        return [a for a in self.state.attempts if a.action == action]
+
+    def finished(self, name: str) -> bool:
+        """Whether a move is done with for good.
+
+        WRONG or REJECT (a bug or a broken rule does not depend on the base), flagged by a
+        reviewer, no faster than its base twice, or an ERROR (the judge's fault) twice. A
+        conflict waits for ``retry_variant``. A move that PASSed and was kept stays available:
+        after a relay onto a commit that lacks it, it is worth applying again.
+        """
+        if name in self.state.flagged_moves:
+            return True
+        tries = self.outcomes("move:" + name)
+        if any(a.outcome in ("WRONG", "REJECT", "conflict") for a in tries):
+            return True
+        if sum(a.outcome == "PASS" and not a.kept for a in tries) >= 2:
+            return True
+        return sum(a.outcome == "ERROR" for a in tries) >= 2
+
+    def blocked_here(self, name: str) -> bool:
+        """Already tried on this very base: it did not apply, lacked a requirement, or PASSed
+        no faster than the base."""
+        return any(
+            a.base == self.state.base
+            and a.outcome in ("conflict", "unmet", "PASS", "refused", "duplicate")
+            for a in self.outcomes("move:" + name)
+        )
+
+    def eligible(self, have: set[str], phase_two: bool) -> list[MoveSpec]:
+        return [
+            m
+            for m in self.pool(phase_two)
+            if m.name not in have
+            and not self.finished(m.name)
+            and not self.blocked_here(m.name)
+            and set(m.requires) <= have
+        ]
+
+    def pick(self, moves: list[MoveSpec]) -> MoveSpec:
+        """Usually the next one in order; sometimes another (seeded)."""
+        if len(moves) == 1 or self.rng.random() < FIRST_P:
+            return moves[0]
+        return moves[1 + self.rng.randrange(len(moves) - 1)]
+
+    def act(self) -> bool:
+        """Do one thing; False when nothing is left to do on this base."""
+        recent = [a.outcome for a in self.state.attempts[-3:]]
+        if len(recent) == 3 and set(recent) == {"refused"}:
+            return False  # the gateway refuses our submissions (a cap?): nothing to do
+        base = self.state.base or "HEAD"
+        have = set(self.git.moves_in(base))
+        for phase_two in (False, True):
+            moves = self.eligible(have, phase_two)
+            if moves:
+                self.try_move(self.pick(moves), have)
+                return True
+            if not phase_two:
+                # Our own direction's next moves need something this base lacks: say so once.
+                unmet = [
+                    m
+                    for m in self.pool(phase_two=False)
+                    if m.name not in have
+                    and not self.finished(m.name)
+                    and not self.blocked_here(m.name)
+                ]
+                missing = sorted(
+                    {r for m in unmet for r in m.requires} - have - {m.name for m in unmet}
+                )
+                key = ",".join(m.name for m in unmet) + "|" + ",".join(missing)
+                if unmet and key not in self.state.unmet_posted:
+                    self.state.unmet_posted.append(key)
+                    self.record_unmet(unmet, have)
+                    return True
+        if self.try_sweep(have):
+            return True
+        # No re-measure of the base: that is a tree the arm had judged already, and the runner
+        # re-judges every arm's best itself, alike for every arm.
+        return self.retry_variant(have)
+
+    # -- doing --
+
+    def commit_message(self, title: str, trailers: dict[str, str]) -> str:
+        lines = [title, ""]
+        lines += [f"{k}: {v}" for k, v in trailers.items()]
+        return "\n".join(lines) + "\n"
+
+    def record_unmet(self, moves: list[MoveSpec], have: set[str]) -> None:
+        """A dead end pinned to this base: the moves we would try next need what it lacks."""
+        missing = sorted({r for m in moves for r in m.requires} - have - {m.name for m in moves})
+        self.state.actions += 1
+        for move in moves:
+            self.state.attempts.append(
+                Attempt(
+                    "move:" + move.name,
+                    self.state.base or "",
+                    time.time(),
+                    "unmet",
+                    reason="needs " + ",".join(sorted(set(move.requires) - have)),
+                )
+            )
+        names = ", ".join(m.name for m in moves)
+        self.tools.post(
+            "dead_end",
+            f"can't do {names} on {short(self.state.base)} yet: "
+            f"{'they need' if len(moves) > 1 else 'it needs'} {', '.join(missing)}, which this "
+            "base lacks. Looking for a PASS that has it; meanwhile trying other directions.",
+            {
+                "move": ",".join(m.name for m in moves),
+                "base": self.state.base,
+                "reason": "unmet",
+                "needs": ",".join(missing),
+            },
+        )
+        self.notes.log(f"{names}: need {', '.join(missing)} (not on {short(self.state.base)})")
+
+    def try_move(self, move: MoveSpec, have: set[str]) -> None:
+        base = self.state.base or self.git.head()
+        self.state.actions += 1
+        self.git.reset(base)
+        applied = run(
+            ["git", "apply", "--3way", "--whitespace=nowarn", str(move.patch)],
+            cwd=self.repo,
+            check=False,
+        )
+        if applied.returncode != 0:
+            self.git.reset(base)
+            detail = (applied.stdout + applied.stderr).strip().splitlines()
+            files = sorted(conflicted_files(detail))
+            self.state.attempts.append(
+                Attempt(
+                    "move:" + move.name,
+                    base,
+                    time.time(),
+                    "conflict",
+                    reason="; ".join(detail[-3:])[:300],
+                )
+            )
+            self.tools.post(
+                "dead_end",
+                f"{move.name} does not apply on {short(base)} (built on "
+                f"{', '.join(sorted(have)) or 'master'}): conflict"
+                + (f" in {', '.join(files)}" if files else "")
+                + ". Pinned: this move, this base.",
+                {"move": move.name, "base": base, "reason": "conflict"},
+            )
+            self.notes.log(f"{move.name}: conflict on {short(base)}")
+            return
+        commit = self.git.commit_all(
+            self.commit_message(
+                f"{move.name}: {move.why}",
+                {"Move": move.name, "Direction": move.direction, "Base": base, "Agent": self.agent},
+            )
+        )
+        self.submit_and_report("move:" + move.name, move.name, commit, base)
+
+    def submit_and_report(self, action: str, label: str, commit: str, base: str) -> None:
+        timeout = max(60.0, self.time_left() + 60.0)
+        tree = self.git("rev-parse", commit + "^{tree}")
+        earlier = self.judged_trees().get(tree)
+        if earlier is not None:
+            self.state.attempts.append(
+                Attempt(
+                    action,
+                    base,
+                    time.time(),
+                    "duplicate",
+                    commit=commit,
+                    tree=tree,
+                    reason=f"same tree as {earlier}",
+                )
+            )
+            self.notes.log(f"{label} on {short(base)}: not submitted, the same code as {earlier}")
+            self.git.reset(base)
+            return
+        attempt = Attempt(action, base, time.time(), "submitting", commit=commit, tree=tree)
+        self.state.attempts.append(attempt)
+        # On disk before the request exists: a kill from here on is settled by reconcile().
+        self.save()
+        self.notes.log(f"submit {label} on {short(base)} as {short(commit)}")
+        number, verdict, why = self.tools.submit(commit, f"{label} on {short(base)}", timeout)
+        attempt.outcome, attempt.submission = "timeout", number
+        if number is None and "no reply from the gateway" in why:
+            # The request is left in the outbox: the gateway may still take it (reconcile()).
+            attempt.outcome, attempt.reason = "submitting", why
+            self.notes.log(f"{label}: no reply yet from the gateway")
+            self.git.reset(base)
+            return
+        if number is None:
+            attempt.outcome, attempt.reason = "refused", why
+            self.notes.log(f"{label}: submission refused: {why}")
+            self.git.reset(base)
+            if "judge budget is spent" in why:
+                # Nothing more will be judged: wait for the run's end instead of asking again.
+                self.notes.log("the arm's judge budget is spent: waiting for the run to end")
+                while self.time_left() > 0:
+                    self.sleep(self.poll)
+            return
+        if verdict is None:
+            # The deadline came first (or the judge is slow): settled later from `verdicts`.
+            attempt.reason = why
+            self.notes.log(f"{label}: no verdict yet for submission {number}")
+            self.git.reset(base)
+            return
+        self.judge(attempt, verdict, label)
+
+    def judge(self, attempt: Attempt, verdict: dict[str, Any], label: str) -> None:
+        """Record a verdict, post the result, keep the commit if it beats the base."""
+        metrics = verdict.get("metrics") or {}
+        attempt.outcome = str(verdict.get("verdict"))
+        attempt.reason = verdict.get("reason")
+        attempt.x, attempt.tok_s = (
+            as_float(metrics.get("x_baseline")),
+            as_float(metrics.get("tok_s")),
+        )
+        base, commit = attempt.base, attempt.commit or ""
+        moves = self.git.moves_in(commit) if commit else []
+        if attempt.outcome == "PASS" and attempt.x is not None:
+            text = (
+                f"PASS {attempt.x:.2f}x ({attempt.tok_s or 0:.1f} tok/s): {label} on "
+                f"{short(base)} ({self.state.base_x:.2f}x) -> {short(commit)}, submission "
+                f"{attempt.submission}"
+            )
+        else:
+            first = str(verdict.get("detail") or "").strip().splitlines()
+            text = (
+                f"{attempt.outcome} {attempt.reason or ''}: {label} on {short(base)} -> "
+                f"{short(commit)}, submission {attempt.submission}"
+                + (f". {first[0][:300]}" if first else "")
+            )
+        self.tools.post(
+            "result",
+            text,
+            {
+                "verdict": attempt.outcome,
+                "reason": attempt.reason,
+                "x_baseline": attempt.x,
+                "tok_s": attempt.tok_s,
+                "commit": commit,
+                "submission": attempt.submission,
+                "move": label,
+                "base": base,
+                "base_x": self.state.base_x,
+                "moves": ",".join(moves),
+                "direction": self.direction,
+            },
+        )
+        better = (
+            attempt.outcome == "PASS"
+            and attempt.x is not None
+            and (attempt.x > self.state.base_x or attempt.action == "rerun")
+        )
+        if better and attempt.x is not None:
+            attempt.kept = True
+            if attempt.action != "rerun":
+                self.state.passes.append(
+                    Pass(self.agent, commit, attempt.submission, attempt.x, moves)
+                )
+            self.notes.log(f"{label}: PASS {attempt.x:.2f}x, kept (was {self.state.base_x:.2f}x)")
+            self.state.base, self.state.base_x, self.state.base_from = (
+                commit,
+                attempt.x,
+                self.agent,
+            )
+            self.git.reset(commit)
+            return
+        if attempt.outcome == "PASS":
+            self.tools.post(
+                "dead_end",
+                f"{label} PASSes but is no faster: {attempt.x or 0:.2f}x against my base's "
+                f"{self.state.base_x:.2f}x. Dead end for this implementation on this base "
+                f"(commit {short(commit)}, base {short(base)}).",
+                {
+                    "move": label,
+                    "base": base,
+                    "commit": commit,
+                    "reason": "no_faster",
+                    "x_baseline": attempt.x,
+                },
+            )
+        said = " ".join(
+            part
+            for part in (attempt.outcome, attempt.reason, attempt.x and f"{attempt.x:.2f}x")
+            if part
+        )
+        self.notes.log(f"{label}: {said} - back to {short(self.state.base)}")
+        self.git.reset(self.state.base or base)
+
+    def judged_trees(self) -> dict[str, str]:
+        """Tree -> whose submission it was, for every tree this agent or its arm submitted:
+        the gateway's copies (``refs/submissions/<agent>/<n>`` in the arm's read-only
+        ``submissions.git``) and this agent's notes (a submission the gateway has not copied
+        yet). A submission of ours that got ERROR (the judge's fault) does not count."""
+        errors = {
+            a.submission
+            for a in self.state.attempts
+            if a.outcome == "ERROR" and a.submission is not None
+        }
+        trees: dict[str, str] = {}
+        done = run(
+            ["git", "--git-dir", str(self.submissions), "for-each-ref",
+             "--format=%(refname) %(tree)", "refs/submissions/"],
+            check=False,
+        )  # fmt: skip
+        for line in done.stdout.splitlines():
+            ref, _, tree = line.partition(" ")
+            parts = ref.split("/")
+            if len(parts) != 4 or not tree:
+                continue
+            author, number = parts[2], as_int(parts[3])
+            if author == self.agent and number in errors:
+                continue
+            owner = "my" if author == self.agent else f"{author}'s"
+            trees.setdefault(tree, f"{owner} submission {number}")
+        for a in self.state.attempts:
+            if a.tree and a.outcome in ("submitting", "timeout", "PASS", "WRONG", "REJECT"):
+                trees.setdefault(a.tree, f"my submission {a.submission or '(being made)'}")
+        return trees
+
+    def find_submission(self, commit: str) -> tuple[int | None, str | None]:
+        """What became of a request to submit `commit` whose answer we never read:
+        (number, None) when the gateway took it, (None, why) when it did not."""
+        wait = env_float("SWARMLAB_REPLY_TIMEOUT", 120.0)
+        until = time.time() + wait
+        waited = False
+        while True:
+            # Still in the outbox: the gateway has not handled it yet; it answers before it
+            # deletes the request, so once the file is gone the reply is there.
+            queued = False
+            for request in self.outbox.glob("*.json"):
+                with contextlib.suppress(OSError, ValueError):
+                    body = json.loads(request.read_text())
+                    queued = queued or (body.get("op") == "submit" and body.get("commit") == commit)
+            if not queued or time.time() >= until:
+                break
+            if not waited:
+                waited = True
+                self.notes.log(f"my request for {short(commit)} is still in the outbox: waiting")
+            time.sleep(min(self.poll, 0.5))
+        for reply in (self.inbox / "replies").glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                body = json.loads(reply.read_text())
+                if body.get("ok") is True and body.get("commit") == commit:
+                    return as_int(body.get("submission")), None
+        mine = run(
+            ["git", "--git-dir", str(self.submissions), "for-each-ref",
+             "--format=%(refname) %(objectname)", f"refs/submissions/{self.agent}/"],
+            check=False,
+        )  # fmt: skip
+        for line in mine.stdout.splitlines():
+            ref, _, sha = line.partition(" ")
+            if sha == commit:
+                return as_int(ref.rsplit("/", 1)[-1]), None
+        if queued:
+            return None, f"still in the outbox after {wait:.0f} s"
+        return None, "never reached the gateway (or it refused it)"
+
+    def reconcile(self) -> None:
+        """After a restart: submissions recorded as being made when the agent stopped. The
+        gateway's answer says whether each was made; only one it never took is forgotten."""
+        for attempt in [a for a in self.state.attempts if a.outcome == "submitting"]:
+            number, why = self.find_submission(attempt.commit or "")
+            label = attempt.action.split(":", 1)[-1]
+            if number is not None:
+                attempt.outcome, attempt.submission = "timeout", number
+                self.notes.log(f"{label}: submission {number} was made before the restart")
+            elif why and why.startswith("still"):
+                # Not knowable yet: keep it counted as submitted (its tree is not sent again).
+                self.notes.log(f"{label}: its request is {why}")
+            else:
+                self.state.attempts.remove(attempt)
+                self.notes.log(f"{label}: {why}; it may be tried again")
+        self.save()
+
+    def settle_pending(self) -> None:
+        """Submissions whose verdict came later (while we were away, or after ``submit``
+        stopped waiting)."""
+        if any(a.outcome == "submitting" for a in self.state.attempts):
+            self.reconcile()
+        pending = [a for a in self.state.attempts if a.outcome == "timeout" and a.submission]
+        if not pending:
+            return
+        rows = {r.get("submission"): r for r in self.tools.verdicts()}
+        for attempt in pending:
+            row = rows.get(attempt.submission)
+            if row is not None:
+                label = attempt.action.split(":", 1)[-1]
+                self.judge(attempt, row, label)
+
+    def try_sweep(self, have: set[str]) -> bool:
+        """Vary a parameter of the best engine (the library's sweeps), one value at a time."""
+        base = self.state.base or "HEAD"
+        for sweep in self.library.sweeps:
+            if not set(sweep.after) <= have:
+                continue
+            for value in sweep.values:
+                action = f"sweep:{sweep.name}={value}"
+                if any(a.base == base for a in self.outcomes(action)):
+                    continue
+                self.git.reset(base)
+                path = self.repo / sweep.file
+                text = path.read_text() if path.is_file() else ""
+                if text.count(sweep.old) != 1:
+                    break  # this engine no longer has that parameter
+                path.write_text(text.replace(sweep.old, sweep.new.format(value=value)))
+                self.state.actions += 1
+                commit = self.git.commit_all(
+                    self.commit_message(
+                        f"sweep {sweep.name}={value}: {sweep.why}",
+                        {"Sweep": f"{sweep.name}={value}", "Base": base, "Agent": self.agent},
+                    )
+                )
+                self.submit_and_report(action, f"{sweep.name}={value}", commit, base)
+                return True
+        return False
+
+    def retry_variant(self, have: set[str]) -> bool:
+        """Retry a move that was a dead end on an older base, now that the base changed."""
+        base = self.state.base or "HEAD"
+        for move in self.library.ordered([m for m in self.library.moves if m not in have]):
+            if move.name in self.state.flagged_moves or not set(move.requires) <= have:
+                continue
+            tries = self.outcomes("move:" + move.name)
+            if any(a.outcome in ("WRONG", "REJECT") or a.base == base for a in tries):
+                continue
+            if any(a.outcome in ("PASS", "conflict", "unmet", "ERROR") for a in tries):
+                self.notes.log(f"retrying {move.name} on my new base {short(base)}")
+                self.try_move(move, have)
+                return True
+        return False
