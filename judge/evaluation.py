@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 
 from judge.checkout import extract_tree
 from judge.integrity import check_integrity
+from judge.kinds import get_kind
 from judge.private import (
     InputSet,
     JudgeHome,
@@ -432,6 +433,7 @@ class _Run:
             attempts=self.job.attempts,
             enqueued_at=self.job.enqueued_at,
             started_at=started,
+            metric=get_kind("decode").metric(self.task).to_dict(),
         )
         total_start = time.perf_counter()
         try:
@@ -740,6 +742,9 @@ class _Run:
         self.metrics.update(
             timed="prefill+decode+reset",
             tok_s=round(tok_s, 3),
+            # The kind-independent keys everything after the judge reads (judge.kinds.base).
+            score=round(tok_s, 3),
+            baseline_score=round(base_tok_s, 3),
             tok_s_runs=[round(v, 3) for v in cand],
             baseline_tok_s=round(base_tok_s, 3),
             baseline_tok_s_runs=[round(v, 3) for v in base],

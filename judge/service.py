@@ -32,7 +32,7 @@ from types import FrameType
 from omegaconf import DictConfig
 
 from judge.config import settings_hash
-from judge.kinds import get_kind
+from judge.kinds import Metric, get_kind
 from judge.private import JudgeHome
 from judge.queue import JudgeQueue, process_alive
 from judge.sandbox import judge_cpuset, remove_stale_sandboxes
@@ -269,8 +269,11 @@ def describe(evaluation: Evaluation) -> str:
     text = str(evaluation.verdict)
     if evaluation.reason:
         text += f" ({evaluation.reason})"
-    if "tok_s" in m:
-        text += f" {m['tok_s']:.1f} tok/s = {m['x_baseline']:.2f}x baseline"
+    metric = Metric.from_dict(evaluation.metric) if evaluation.metric.get("name") else None
+    score = metric.score(m) if metric else None
+    if metric and score is not None and "x_baseline" in m:
+        unit = f" {metric.unit}" if metric.unit else ""
+        text += f" {score:.1f}{unit} = {m['x_baseline']:.2f}x baseline"
     if "b1_ratio" in m:
         text += f", B=1 ratio {m['b1_ratio']:.3f}"
     text += f" [{evaluation.stages.get('total', 0):.1f} s]"

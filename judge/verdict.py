@@ -35,7 +35,9 @@ class Evaluation:
 
     ``detail`` is safe to show the agent: it never carries anything the candidate printed
     after hidden inputs were sent. ``metrics`` hold only numbers the judge measured itself.
-    ``stages`` gives the duration of every stage in seconds.
+    ``stages`` gives the duration of every stage in seconds. ``metric`` is the task kind's
+    :class:`judge.kinds.Metric` as a dict (name, unit, label, higher_is_better): what
+    ``metrics["score"]`` counts (empty in a record made before kinds owned their metric).
     """
 
     job_id: int
@@ -55,6 +57,7 @@ class Evaluation:
     label: str = ""
     # The judge settings it was judged under (judge.config.settings_hash), set by the worker.
     settings_hash: str = ""
+    metric: dict[str, Any] = field(default_factory=dict)
 
     @property
     def queue_wait_s(self) -> float:

@@ -1,9 +1,9 @@
 """After the deadline: each arm's best PASS and its starting commit are judged again.
 
-An arm's best is the maximum of noisy measurements (on these VMs one evaluation's B=16 tok/s
-varies by ~20%), so the highest number an arm saw is biased upwards, the more so the more it
-submitted: a winner's curse that favours the arm with more evaluations. The runner therefore
-re-judges, after the agents have stopped and for every arm alike, the arm's best commit
+An arm's best is the best of noisy measurements (on these VMs one evaluation's decode
+throughput varies by ~20%), so the best number an arm saw is biased in its favour, the more so
+the more it submitted: a winner's curse that favours the arm with more evaluations. The runner
+therefore re-judges, after the agents have stopped and for every arm alike, the arm's best commit
 (pseudo-agent ``confirm``) and its starting commit (pseudo-agent ``baseline``), interleaved
 across arms. The summary reports the median of the confirmations next to the raw best, and the
 spread of the starting commit's re-judgements is the judge's measured noise that the analysis
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from isolation.workspace import ArmWorkspace
+from judge.kinds import Metric, run_metric
 from judge.queue import JudgeQueue
 from runner.events import EventLog
 from runner.gateway import fair_key
@@ -40,15 +41,16 @@ class Recheck:
     round: int
 
 
-def best_pass(evaluations: list[dict[str, Any]], arm: str) -> dict[str, Any] | None:
-    """The arm's agent evaluation with the highest tok/s among PASSes (first one on a tie)."""
-    best, best_tok_s = None, float("-inf")
+def best_pass(evaluations: list[dict[str, Any]], arm: str, metric: Metric) -> dict[str, Any] | None:
+    """The arm's agent evaluation with the best score among PASSes (first one on a tie): the
+    highest, or the lowest where ``metric`` is lower-is-better."""
+    best, best_score = None, None
     for e in evaluations:
         if e["arm"] != arm or e["agent"] in PSEUDO_AGENTS or e["verdict"] != "PASS":
             continue
-        tok_s = json.loads(e["metrics"]).get("tok_s")
-        if tok_s is not None and tok_s > best_tok_s:
-            best, best_tok_s = e, tok_s
+        score = metric.score(json.loads(e["metrics"]))
+        if score is not None and (best_score is None or metric.better(score, best_score)):
+            best, best_score = e, score
     return best
 
 
@@ -58,11 +60,12 @@ def plan_rechecks(
     """Round by round, arm by arm: each arm's best PASS ``runs`` times and its starting commit
     ``baseline_runs`` times, so that drift over the phase hits every arm alike."""
     meta = events.meta()
+    metric = run_metric(meta)
     evaluations = events.table("evaluations")
     plan = []
     for r in range(max(runs, baseline_runs)):
         for arm in arms:
-            best = best_pass(evaluations, arm.name)
+            best = best_pass(evaluations, arm.name, metric)
             if r < runs and best is not None:
                 plan.append(Recheck(arm.name, CONFIRM, str(arm.submissions), best["commit_sha"], r))
             # The arm's starting point (the template, or a continuation's champion) is in its
@@ -105,16 +108,16 @@ class Rechecked:
     """What the re-judgements of one arm found."""
 
     confirm_verdicts: str
-    confirmed_tok_s: float | None
+    confirmed_score: float | None
     confirmed_x_baseline: float | None
     baseline_x: list[float]
 
 
-def rechecked(evaluations: list[dict[str, Any]], arm: str) -> Rechecked:
+def rechecked(evaluations: list[dict[str, Any]], arm: str, metric: Metric) -> Rechecked:
     """The medians of an arm's confirmations (PASSes only) and its baseline re-judgements."""
     confirms = [e for e in evaluations if e["arm"] == arm and e["agent"] == CONFIRM]
     passed = [json.loads(e["metrics"]) for e in confirms if e["verdict"] == "PASS"]
-    tok_s = [m["tok_s"] for m in passed if "tok_s" in m]
+    scores = [v for v in map(metric.score, passed) if v is not None]
     x = [m["x_baseline"] for m in passed if "x_baseline" in m]
     baseline_x = [
         json.loads(e["metrics"])["x_baseline"]
@@ -126,7 +129,7 @@ def rechecked(evaluations: list[dict[str, Any]], arm: str) -> Rechecked:
     ]
     return Rechecked(
         confirm_verdicts=",".join(e["verdict"] for e in confirms),
-        confirmed_tok_s=round(statistics.median(tok_s), 3) if tok_s else None,
+        confirmed_score=round(statistics.median(scores), 3) if scores else None,
         confirmed_x_baseline=round(statistics.median(x), 4) if x else None,
         baseline_x=baseline_x,
     )

@@ -29,6 +29,7 @@ from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm, relea
 from judge.api import load_judge_config, save_judge_config
 from judge.checkout import BadInput
 from judge.config import settings_hash
+from judge.kinds import get_kind, run_metric
 from judge.preflight import (
     format_table,
     passed_preflight,
@@ -278,14 +279,24 @@ def agent_cpuset(cfg: DictConfig) -> str:
 
 
 def champion(from_run: Path) -> tuple[Path, str, dict[str, Any]]:
-    """The best PASS of a finished run: (its arm's submission repo, commit, evaluation)."""
+    """The best PASS of a finished run by its metric: (its arm's submission repo, commit,
+    evaluation)."""
     db = from_run / "events.sqlite"
     if not db.is_file():
         raise RunRefused(f"from_run={from_run} is not a run directory (no events.sqlite)")
-    passes = [e for e in EventLog(db).table("evaluations") if e["verdict"] == "PASS"]
-    if not passes:
+    log = EventLog(db)
+    metric = run_metric(log.meta())
+    scored = [
+        (score, e)
+        for e in log.table("evaluations")
+        if e["verdict"] == "PASS" and (score := metric.score(json.loads(e["metrics"]))) is not None
+    ]
+    if not scored:
         raise RunRefused(f"from_run={from_run} has no PASS to continue from")
-    best = max(passes, key=lambda e: json.loads(e["metrics"]).get("tok_s", 0.0))
+    top, best = scored[0]
+    for score, e in scored[1:]:
+        if metric.better(score, top):  # the first of equals, as the summary's best_pass
+            top, best = score, e
     return from_run / "arms" / best["arm"] / "submissions.git", best["commit_sha"], best
 
 
@@ -395,6 +406,8 @@ class Run:
             experiment=cfg.experiment,
             seed=cfg.seed,
             task=cfg.task.name,
+            # What the scores count: summary, re-judging and analysis read it from here.
+            metric=get_kind(cfg.task.kind).metric(cfg.task).to_dict(),
             agent_kind=cfg.agent.kind,
             scripted=bool(cfg.agent.scripted),
             arms=[a.name for a in arms],

@@ -7,29 +7,31 @@ import sys
 import time
 from typing import Any
 
+from judge.kinds import Metric, run_metric
 from judge.queue import JudgeQueue
 from runner.confirm import CHAMPION, PSEUDO_AGENTS, best_pass
 from runner.events import EventLog
 
 
-def arm_progress(evaluations: list[dict[str, Any]], arm: str) -> str:
+def arm_progress(evaluations: list[dict[str, Any]], arm: str, metric: Metric) -> str:
     """``N evaluated, best ...`` for one arm, by the summary's own rules: the agents' work only
-    (not the runner's re-measurements), the best PASS by tok/s. A continuation's best says
-    both ratios, over its starting champion re-measured in this run and over the task's
-    baseline (``best 3.96x champion (5.59x baseline)``): a bare "4.04x" said neither."""
+    (not the runner's re-measurements), the best PASS by the task's metric. A continuation's
+    best says both ratios, over its starting champion re-measured in this run and over the
+    task's baseline (``best 3.96x champion (5.59x baseline)``): a bare "4.04x" said neither."""
     mine = [e for e in evaluations if e["arm"] == arm and e["agent"] not in PSEUDO_AGENTS]
-    best = best_pass(evaluations, arm)
+    best = best_pass(evaluations, arm, metric)
     if best is None:
         return f"{len(mine)} evaluated, no PASS yet"
     metrics = json.loads(best["metrics"])
     x_baseline = f"{metrics.get('x_baseline', 0.0):.2f}x baseline"
     champions = [
-        json.loads(e["metrics"]).get("tok_s")
+        metric.score(json.loads(e["metrics"]))
         for e in evaluations
         if e["arm"] == arm and e["agent"] == CHAMPION and e["verdict"] == "PASS"
     ]
-    if champions and champions[0] and metrics.get("tok_s") is not None:
-        x_champion = metrics["tok_s"] / champions[0]
+    score = metric.score(metrics)
+    if champions and champions[0] and score:
+        x_champion = metric.ratio(score, champions[0])
         return f"{len(mine)} evaluated, best {x_champion:.2f}x champion ({x_baseline})"
     return f"{len(mine)} evaluated, best {x_baseline}"
 
@@ -50,8 +52,9 @@ class Progress:
             f"judge: {waiting} queued, {running} running",
         ]
         evaluations = self.events.table("evaluations")
+        metric = run_metric(self.events.meta())
         for arm in self.arms:
-            parts.append(f"{arm}: {arm_progress(evaluations, arm)}")
+            parts.append(f"{arm}: {arm_progress(evaluations, arm, metric)}")
         return " | ".join(parts)
 
     def maybe_print(self, deadline: float, force: bool = False) -> None:

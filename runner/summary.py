@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.model_calls import seat_outages
+from judge.kinds import run_metric
 from runner.confirm import BASELINE, CHAMPION, CONFIRM, PSEUDO_AGENTS, best_pass, rechecked
 from runner.events import EventLog
 
@@ -29,14 +30,18 @@ class ArmSummary:
     reject: int
     error: int
     not_evaluated: int
-    best_tok_s: float | None
+    # The task kind's metric (judge.kinds.Metric: its name and unit) the scores are counted in.
+    metric: str
+    unit: str
+    best_score: float | None
     x_baseline: float | None
-    # A continuation: best tok/s over the starting champion's, re-measured in the same run.
+    # A continuation: how many times better the best is than the starting champion,
+    # re-measured in the same run.
     x_champion: float | None
     time_to_best_s: float | None
     # The best commit judged again after the deadline (runner/confirm.py): the median of its
     # PASSes, and every verdict it got (a best that fails when re-judged is a finding).
-    confirmed_tok_s: float | None
+    confirmed_score: float | None
     confirmed_x_baseline: float | None
     confirm_verdicts: str
     # Standard deviation of x_baseline over re-judgements of the unchanged starting commit,
@@ -82,6 +87,7 @@ def relay_edges(repo: Path, passes: list[dict[str, Any]]) -> list[tuple[dict, di
 
 def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
     meta = events.meta()
+    metric = run_metric(meta)
     started = float(meta.get("started_at", 0.0))
     ended = float(meta.get("ended_at") or meta.get("deadline") or started)
     kind = meta.get("agent_kind", "unknown")
@@ -93,7 +99,9 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
     evaluations = events.table("evaluations")
     submissions = events.table("submissions")
     lifecycle = events.table("lifecycle")
-    pooled = [x for arm in meta.get("arms", []) for x in rechecked(evaluations, arm).baseline_x]
+    pooled = [
+        x for arm in meta.get("arms", []) for x in rechecked(evaluations, arm, metric).baseline_x
+    ]
     noise = round(statistics.stdev(pooled), 4) if len(pooled) >= 2 else None
     # The judge's busy share is over the agents' part of the run, before the re-judgements.
     agents_ended = float(meta.get("rechecks_started_at") or ended)
@@ -107,15 +115,16 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
         # The runner's own re-measurements are not counted as the agents' work.
         mine = [e for e in ours if e["agent"] not in PSEUDO_AGENTS]
         champion = [
-            json.loads(e["metrics"]).get("tok_s")
+            metric.score(json.loads(e["metrics"]))
             for e in ours
             if e["agent"] == CHAMPION and e["verdict"] == "PASS"
         ]
-        again = rechecked(evaluations, arm)
+        again = rechecked(evaluations, arm, metric)
         verdicts = [e["verdict"] for e in mine]
         passes = [e for e in mine if e["verdict"] == "PASS"]
-        best = best_pass(evaluations, arm)
+        best = best_pass(evaluations, arm, metric)
         best_metrics = json.loads(best["metrics"]) if best else {}
+        best_score = metric.score(best_metrics)
         evaluated = {e["job_id"] for e in mine}
         waits = [e["queue_wait_s"] for e in mine]
         repo = run_dir / "arms" / arm / "submissions.git"
@@ -137,15 +146,17 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
                     and s["agent"] not in PSEUDO_AGENTS
                     and s["job_id"] not in evaluated
                 ),
-                best_tok_s=best_metrics.get("tok_s"),
+                metric=metric.name,
+                unit=metric.unit,
+                best_score=best_score,
                 x_baseline=best_metrics.get("x_baseline"),
                 x_champion=(
-                    round(best_metrics["tok_s"] / champion[0], 3)
-                    if champion and champion[0] and "tok_s" in best_metrics
+                    round(metric.ratio(best_score, champion[0]), 3)
+                    if champion and champion[0] and best_score
                     else None
                 ),
                 time_to_best_s=round(best["finished_at"] - started, 1) if best else None,
-                confirmed_tok_s=again.confirmed_tok_s,
+                confirmed_score=again.confirmed_score,
                 confirmed_x_baseline=again.confirmed_x_baseline,
                 confirm_verdicts=again.confirm_verdicts,
                 judge_noise_x_sd=noise,
@@ -193,7 +204,7 @@ def write_summary(rows: list[ArmSummary], path: Path) -> Path:
 
 def format_summary(rows: list[ArmSummary]) -> str:
     shown = ["arm", "agent_kind", "isolation", "agents", "evaluations", "pass", "wrong",
-             "reject", "error", "best_tok_s", "x_baseline", "confirmed_x_baseline",
+             "reject", "error", "best_score", "unit", "x_baseline", "confirmed_x_baseline",
              "time_to_best_s", "relays",
              "judge_busy_pct", "mean_queue_wait_s"]  # fmt: skip
     if any(r.x_champion is not None for r in rows):

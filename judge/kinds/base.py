@@ -1,9 +1,21 @@
-"""What every task kind provides: its metric, its evaluation and its generated mutants."""
+"""What every task kind provides: its metric, its evaluation and its generated mutants.
+
+A kind is one module of ``judge.kinds`` holding a class decorated with
+``@task_kind("name")`` (``judge.kinds.registry``) that has the three methods of
+:class:`TaskKind`. Its evaluator writes, for every PASS, ``metrics["score"]`` (the metric's
+value), ``metrics["baseline_score"]`` (the same evaluation's baseline's) and
+``metrics["x_baseline"]`` (how many times better than the baseline, :meth:`Metric.ratio`:
+score / baseline score, inverted for a lower-is-better metric). Everything after the judge
+(runner summary, re-judging, tables, figures, report) reads only those keys and the
+:class:`Metric` the run recorded, so a new kind needs no change outside its own module.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from omegaconf import DictConfig
 
@@ -18,8 +30,9 @@ if TYPE_CHECKING:
 class Metric:
     """The number a kind scores a candidate by.
 
-    ``name`` is the key of the evaluation's metrics that holds it (``score`` holds it too),
-    ``unit`` what it is counted in, ``label`` how a report names it for one task.
+    ``name`` is the kind's own key of the evaluation's metrics that holds it (``score`` holds
+    it too), ``unit`` what it is counted in, ``label`` how a report names it for one task,
+    ``higher_is_better`` its direction (a latency's is False: the best is the minimum).
     """
 
     name: str
@@ -35,11 +48,71 @@ class Metric:
             "higher_is_better": self.higher_is_better,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Metric:
+        """The metric a record wrote with :meth:`to_dict`."""
+        return cls(
+            name=str(data["name"]),
+            unit=str(data.get("unit", "")),
+            label=str(data.get("label") or data["name"]),
+            higher_is_better=bool(data.get("higher_is_better", True)),
+        )
+
+    # Records made before kinds owned their metric hold the value under the kind's own key
+    # only (and the baseline's under ``baseline_<name>``): read those as the score.
+    def score_keys(self) -> tuple[str, str]:
+        """The metrics keys holding the candidate's value, in the order they are looked up."""
+        return ("score", self.name)
+
+    def baseline_keys(self) -> tuple[str, str]:
+        """The metrics keys holding the same evaluation's baseline value, looked up in order."""
+        return ("baseline_score", f"baseline_{self.name}")
+
+    def score(self, metrics: Mapping[str, Any]) -> float | None:
+        """The candidate's value in an evaluation's ``metrics`` (None when it has none)."""
+        return _first(metrics, self.score_keys())
+
+    def baseline_score(self, metrics: Mapping[str, Any]) -> float | None:
+        """The baseline's value in an evaluation's ``metrics`` (None when it has none)."""
+        return _first(metrics, self.baseline_keys())
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether value ``a`` is strictly better than ``b`` in this metric's direction."""
+        return a > b if self.higher_is_better else a < b
+
+    def best(self, values: Iterable[float | None]) -> float | None:
+        """The best of ``values`` (NaN and None skipped; None when nothing is left)."""
+        kept = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+        if not kept:
+            return None
+        return max(kept) if self.higher_is_better else min(kept)
+
+    def ratio(self, value: float, reference: float) -> float:
+        """How many times better ``value`` is than ``reference`` (> 1: better): ``value /
+        reference``, or ``reference / value`` where lower is better. ``x_baseline`` is this
+        ratio over the same evaluation's baseline, so it reads the same way for every kind."""
+        return value / reference if self.higher_is_better else reference / value
+
+    def gain(self, best: float, baseline: float) -> float:
+        """How much better ``best`` is than ``baseline``, positive when it is better."""
+        return best - baseline if self.higher_is_better else baseline - best
+
+
+def _first(metrics: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
+    for key in keys:
+        value = metrics.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
 
 class Evaluator(Protocol):
     """Scores one job of the queue in a fresh sandbox."""
 
-    def evaluate(self, job: Job) -> Evaluation: ...
+    def evaluate(self, job: Job) -> Evaluation:
+        """The verdict on ``job``: PASS with ``score``/``baseline_score``/``x_baseline``, or
+        WRONG/REJECT/ERROR with a reason; a judge fault is ERROR, never charged."""
+        ...
 
 
 class TaskKind(Protocol):

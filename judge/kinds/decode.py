@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from judge.kinds.base import Evaluator, Metric
 from judge.kinds.registry import task_kind
@@ -22,11 +22,11 @@ class DecodeKind:
     name = "decode"
 
     def metric(self, task: DictConfig) -> Metric:
-        return Metric(
-            name="tok_s",
-            unit="tok/s",
-            label=f"B={int(task.timing.batch)} aggregate decode tok/s",
-        )
+        """B-row aggregate decode throughput, higher is better; the pipeline writes it as
+        ``tok_s`` and ``score`` (``baseline_tok_s`` and ``baseline_score``)."""
+        # A task config from an old run's record may lack timing: B=16 was the only setting.
+        batch = OmegaConf.select(task, "timing.batch", default=16)
+        return Metric(name="tok_s", unit="tok/s", label=f"B={int(batch)} aggregate decode tok/s")
 
     def evaluator(self, cfg: DictConfig, home: JudgeHome) -> Evaluator:
         from judge.evaluation import Evaluator

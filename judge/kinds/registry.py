@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-from judge.kinds.base import TaskKind
+from omegaconf import OmegaConf
+
+from judge.kinds.base import Metric, TaskKind
 
 # Bundled kinds: imported on first use, so a kind's heavy imports cost nothing until asked for.
 _BUNDLED = {"decode": "judge.kinds.decode"}
@@ -40,3 +42,16 @@ def get_kind(name: str) -> TaskKind:
     if name not in _KINDS:
         raise KeyError(f"unknown task kind {name!r}: known kinds are {', '.join(kind_names())}")
     return _KINDS[name]()
+
+
+def run_metric(meta: Mapping[str, Any]) -> Metric:
+    """The metric a run recorded in its meta (``"metric"``, written by the runner).
+
+    The one reading of records made before kinds owned their metric: they have none, and every
+    such run was a decode run, so they read as the decode kind's metric for the recorded task.
+    """
+    recorded = meta.get("metric")
+    if isinstance(recorded, Mapping) and recorded.get("name"):
+        return Metric.from_dict(recorded)
+    task = (meta.get("config") or {}).get("task") or {}
+    return get_kind(str(task.get("kind") or "decode")).metric(OmegaConf.create(task))

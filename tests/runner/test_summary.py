@@ -46,6 +46,7 @@ def test_summary_counts_verdicts_relays_and_judge_time(tmp_path):
     for job, (agent, sha, verdict, x, at) in enumerate(rows, start=1):
         sid, _ = events.add_submission("swarm", agent, f"r{job}", sha)
         events.set_job(sid, job)
+        # A record made before kinds owned their metric: no "metric" in the meta, no "score".
         metrics = {"tok_s": 100.0 * x, "x_baseline": x} if x else {}
         events.add_evaluation(sid, Evaluation(
             job_id=job, arm="swarm", agent=agent, commit=sha, verdict=verdict, metrics=metrics,
@@ -54,14 +55,15 @@ def test_summary_counts_verdicts_relays_and_judge_time(tmp_path):
     sid, _ = events.add_submission("swarm", "w1", "r-late", w1_pass)  # never evaluated
     [row] = summarize(events, run)
     assert (row.evaluations, row.pass_, row.wrong, row.not_evaluated) == (3, 2, 1, 1)
-    assert row.best_tok_s == 300.0 and row.x_baseline == 3.0 and row.time_to_best_s == 40.0
+    assert row.best_score == 300.0 and row.x_baseline == 3.0 and row.time_to_best_s == 40.0
+    assert (row.metric, row.unit) == ("tok_s", "tok/s")  # read as the decode kind's
     assert row.relays == 1 and row.agents == 3
     assert row.judge_busy_pct == 30.0 and row.mean_queue_wait_s == 5.0
     assert "scripted" in row.agent_kind
     path = write_summary([row], run / "summary.csv")
     [record] = list(csv.DictReader(path.open()))
-    for column in ("arm", "agents", "evaluations", "pass", "wrong", "reject", "error", "best_tok_s",
-                   "x_baseline", "time_to_best_s", "relays", "judge_busy_pct",
+    for column in ("arm", "agents", "evaluations", "pass", "wrong", "reject", "error", "best_score",
+                   "metric", "unit", "x_baseline", "time_to_best_s", "relays", "judge_busy_pct",
                    "mean_queue_wait_s"):  # fmt: skip
         assert column in record
     assert record["pass"] == "2" and record["relays"] == "1"
