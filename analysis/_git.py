@@ -47,8 +47,8 @@ PSEUDO_AGENTS = {
     "baseline": "runner (re-judging the start commit)",
 }
 RELAY_COLUMNS = [
-    "arm", "to_job", "to_agent", "to_commit", "to_tok_s", "to_t_end_s", "from_job", "from_agent",
-    "from_commit", "from_tok_s", "from_t_end_s"
+    "arm", "to_job", "to_agent", "to_commit", "to_score", "to_t_end_s", "from_job", "from_agent",
+    "from_commit", "from_score", "from_t_end_s"
 ]  # fmt: skip
 
 
@@ -164,12 +164,12 @@ def relay_table(
                         later.job_id,
                         later.agent,
                         later.commit,
-                        later.tok_s,
+                        later.score,
                         later.t_end_s,
                         earlier.job_id,
                         earlier.agent,
                         earlier.commit,
-                        earlier.tok_s,
+                        earlier.score,
                         earlier.t_end_s,
                     ]
                 )
@@ -239,7 +239,9 @@ class DeadEnd:
     base_owner: str
     t_first_s: float
     t_last_s: float
-    best_tok_s: float | None
+    # The direction's best PASS (the highest x_baseline, which reads the same way for every
+    # metric): its score, in the run's metric, and its x_baseline.
+    best_score: float | None
     best_x_baseline: float | None
     changes: Changes | None
     declared: list[str]
@@ -319,7 +321,8 @@ def dead_ends(
         member_set = set(members)
         tips = [c for c in members if not any(c in parents.get(o, []) for o in member_set)]
         group = pd.concat([rows[c] for c in members])
-        passes = group[group["verdict"] == "PASS"]
+        passes = group[group["verdict"] == "PASS"].dropna(subset=["x_baseline"])
+        top = passes.loc[passes["x_baseline"].idxmax()] if len(passes) else None
         ledger.append(
             DeadEnd(
                 arm=str(group["arm"].iloc[0]),
@@ -336,8 +339,8 @@ def dead_ends(
                 base_owner=("start" if base == start else owner.get(base, "?")) if base else "?",
                 t_first_s=float(group["t_s"].min()),
                 t_last_s=float(group["t_s"].max()),
-                best_tok_s=float(passes["tok_s"].max()) if len(passes) else None,
-                best_x_baseline=float(passes["x_baseline"].max()) if len(passes) else None,
+                best_score=float(top["score"]) if top is not None else None,
+                best_x_baseline=float(top["x_baseline"]) if top is not None else None,
                 changes=changes(repo, base, tips) if base and head in with_diffs else None,
                 declared=[t for c in members for t in declared.get(c, [])],
             )

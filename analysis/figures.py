@@ -24,6 +24,7 @@ from matplotlib.patches import Patch
 
 from analysis._git import PSEUDO_AGENTS
 from analysis.tables import Tables, phase_busy_s
+from judge.kinds import Metric
 
 __all__ = ["VERDICT_COLOURS", "FigureResult", "arm_colours", "make_figures"]
 
@@ -152,15 +153,22 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
 
 def _baseline(tables: Tables) -> float | None:
-    values = tables.evaluations["baseline_tok_s"].dropna()
+    values = tables.evaluations["baseline_score"].dropna()
     return float(values.median()) if len(values) else None
 
 
+def _metric(tables: Tables) -> Metric:
+    """The task's metric (one task per run or sweep): axis labels and direction come from it."""
+    return tables.runs[0].metric
+
+
 def best_so_far(tables: Tables, path: Path) -> FigureResult:
-    """Best PASS tok/s so far per arm (per seed in a sweep), with baseline and target lines."""
-    title = "Best tok/s so far per arm"
+    """Best PASS score so far per arm (per seed in a sweep), with baseline and target lines;
+    the best is the running minimum for a lower-is-better metric."""
+    metric = _metric(tables)
+    title = f"Best {metric.unit or metric.name} so far per arm"
     ev = tables.evaluations
-    passes = ev[(ev["verdict"] == "PASS") & ~ev["pseudo_agent"] & ev["tok_s"].notna()]
+    passes = ev[(ev["verdict"] == "PASS") & ~ev["pseudo_agent"] & ev["score"].notna()]
     if passes.empty:
         return FigureResult("best_so_far", title, None, "no PASS in any arm: nothing to plot")
     colours = arm_colours(_arms(tables))
@@ -169,10 +177,11 @@ def best_so_far(tables: Tables, path: Path) -> FigureResult:
     labelled: set[str] = set()
     passes = passes.sort_values(["run_id", "arm", "t_end_s", "job_id"])
     for (run_id, arm), group in passes.groupby(["run_id", "arm"], sort=True):
-        best = group["tok_s"].cummax().to_numpy()
+        scores = group["score"]
+        best = (scores.cummax() if metric.higher_is_better else scores.cummin()).to_numpy()
         t = group["t_end_s"].to_numpy() / 60
         # Only the points where the best changed: the step line is exact and stays small.
-        keep = np.r_[True, best[1:] > best[:-1]]
+        keep = np.r_[True, best[1:] != best[:-1]]
         x = np.r_[t[keep], max(ends.get(run_id, t[-1]), t[-1])]
         y = np.r_[best[keep], best[keep][-1]]
         ax.step(
@@ -186,11 +195,11 @@ def best_so_far(tables: Tables, path: Path) -> FigureResult:
         ax.plot(x[:-1], y[:-1], "o", color=colours[arm], ms=4)
         labelled.add(arm)
     # Each arm's best judged again after the deadline (runner/confirm.py): the honest number.
-    confirmed = tables.arms.dropna(subset=["confirmed_tok_s"])
+    confirmed = tables.arms.dropna(subset=["confirmed_score"])
     for row in confirmed.itertuples(index=False):
         ax.plot(
             ends.get(row.run_id, 0.0),
-            row.confirmed_tok_s,
+            row.confirmed_score,
             "D",
             color=colours[row.arm],
             ms=8,
@@ -203,12 +212,14 @@ def best_so_far(tables: Tables, path: Path) -> FigureResult:
     if baseline is not None:
         ax.axhline(baseline, color="black", ls="--", lw=1, label=f"baseline {baseline:.0f}")
         if target_x is not None:
+            # x_baseline reads "times better": a lower-is-better target is baseline / x.
+            target = baseline * target_x if metric.higher_is_better else baseline / target_x
             ax.axhline(
-                baseline * target_x,
+                target,
                 color="black",
                 ls=":",
                 lw=1.8,
-                label=f"target {target_x:g}× = {baseline * target_x:.0f}",
+                label=f"target {target_x:g}× = {target:.0f}",
             )
     budget = tables.runs[0].budget_minutes
     if budget:
@@ -225,7 +236,7 @@ def best_so_far(tables: Tables, path: Path) -> FigureResult:
             va="center",
         )
     ax.set_xlabel("minutes since the run started (verdict time)")
-    ax.set_ylabel("B=16 aggregate decode tok/s")
+    ax.set_ylabel(metric.label + ("" if metric.higher_is_better else " (lower is better)"))
     ax.set_ylim(bottom=0)
     ax.set_title(title + (f" ({len(tables.runs)} seeds)" if len(tables.runs) > 1 else ""))
     ax.grid(alpha=0.3)
@@ -354,7 +365,8 @@ def verdict_mix(tables: Tables, path: Path) -> FigureResult:
 
 
 def token_cost(tables: Tables, path: Path) -> FigureResult:
-    """Output tokens per arm and what one tok/s of gain cost; skipped without token records."""
+    """Output tokens per arm and what one unit of the metric gained cost; skipped without token
+    records."""
     title = "Token cost per arm"
     if tables.tokens.empty:
         return FigureResult("token_cost", title, None, "no token records: nothing is invented")
@@ -372,7 +384,7 @@ def token_cost(tables: Tables, path: Path) -> FigureResult:
     for i, value in enumerate(cost.to_numpy(dtype=float)):
         label = "no gain" if np.isinf(value) else ("-" if np.isnan(value) else f"{value:,.0f}")
         axes[1].annotate(label, (i, finite[i]), ha="center", va="bottom", fontsize=8)
-    axes[1].set_ylabel("output tokens per tok/s gained")
+    axes[1].set_ylabel(f"output tokens per {_metric(tables).unit or 'unit'} gained")
     axes[1].set_title("token cost per gain")
     fig.suptitle(title)
     return FigureResult("token_cost", title, _save(fig, path), "")
@@ -444,14 +456,17 @@ def agent_activity(tables: Tables, path: Path) -> FigureResult:
 
 
 def seeds_best(tables: Tables, path: Path) -> FigureResult:
-    """A sweep: each seed's best tok/s per arm, seeds joined across arms."""
+    """A sweep: each seed's best score per arm, seeds joined across arms."""
     title = "Each seed's best per arm"
     if len(tables.runs) < 2:
         return FigureResult("seeds_best", title, None, "one seed: nothing to compare across")
     arms = _arms(tables)
     colours = arm_colours(arms)
     table = tables.arms.pivot_table(
-        index="seed", columns="arm", values="best_tok_s", aggfunc="max"
+        index="seed",
+        columns="arm",
+        values="best_score",
+        aggfunc="max" if _metric(tables).higher_is_better else "min",
     ).reindex(columns=arms)
     fig, ax = _figure(6, 4.5, left=0.8, bottom=0.5, right=0.7)
     x = np.arange(len(arms))
@@ -476,7 +491,7 @@ def seeds_best(tables: Tables, path: Path) -> FigureResult:
         ax.legend(fontsize=8)
     ax.set_xticks(x, arms)
     ax.set_xlim(-0.5, len(arms) - 0.3)
-    ax.set_ylabel("best B=16 tok/s (bar: median over seeds)")
+    ax.set_ylabel(f"best {_metric(tables).label} (bar: median over seeds)")
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     return FigureResult("seeds_best", title, _save(fig, path), "")

@@ -39,6 +39,7 @@ from analysis.tables import (
     write_table,
     write_tables,
 )
+from judge.kinds import Metric
 
 __all__ = [
     "DEAD_END_COLUMNS",
@@ -55,7 +56,7 @@ __all__ = [
 IDLE_SHARE = 0.25
 DEAD_END_COLUMNS = [
     "run_id", "seed", "arm", "agent", "agent_kind", "direction", "commits", "verdicts", "moves",
-    "base", "base_owner", "t_first_s", "t_last_s", "best_tok_s", "best_x_baseline", "files",
+    "base", "base_owner", "t_first_s", "t_last_s", "best_score", "best_x_baseline", "files",
     "functions", "declared"
 ]  # fmt: skip
 
@@ -168,7 +169,7 @@ def ledger(tables: Tables) -> pd.DataFrame:
                         end.base_owner,
                         end.t_first_s,
                         end.t_last_s,
-                        end.best_tok_s,
+                        end.best_score,
                         end.best_x_baseline,
                         "; ".join(ch.files) if ch else "",
                         "; ".join(f"{f}: {', '.join(v)}" for f, v in ch.functions.items())
@@ -369,8 +370,9 @@ def _limit_mib(detail: Any) -> str | None:
 
 
 def _noise(tables: Tables) -> tuple[float, float] | None:
-    """(sigma, median) of the judge's repeated baseline measurements in tok/s, if 2 or more."""
-    values = tables.evaluations["baseline_tok_s"].dropna()
+    """(sigma, median) of the judge's repeated baseline measurements in the task's metric, if 2
+    or more."""
+    values = tables.evaluations["baseline_score"].dropna()
     if len(values) < 2:
         return None
     return stats.noise_sigma(values.tolist()), float(values.median())
@@ -528,14 +530,15 @@ def _noise_findings(tables: Tables, run: RunInfo) -> list[str]:
             return ["The judge's noise cannot be measured: fewer than two baseline measurements."]
         sigma_tok, median = noise
         rel = sigma_tok / median if median else math.nan
-        values = tables.evaluations["baseline_tok_s"].dropna()
+        values = tables.evaluations["baseline_score"].dropna()
+        unit = _unit(run.metric)
         out.append(
             f"Timing noise: the same frozen baseline measured {len(values)} times gave "
-            f"{_num(values.min())} to {_num(values.max())} tok/s (σ = {_num(sigma_tok)}, "
+            f"{_num(values.min())} to {_num(values.max())}{unit} (σ = {_num(sigma_tok)}, "
             f"{_pct(rel)} of its median {_num(median)})."
         )
-        column = "best_tok_s"
-        show = "{:,.1f} tok/s".format
+        column = "best_score"
+        show = ("{:,.1f}" + unit).format
         best = arms[column].dropna()
         sigma = rel * float(best.min()) if len(best) else math.nan
     for a, b in combinations([x for x in run.arms if x in best.index], 2):
@@ -546,23 +549,29 @@ def _noise_findings(tables: Tables, run: RunInfo) -> list[str]:
                 f"{show(best[b])} differ by {show(gap)}, under 2σ = {show(2 * sigma)}: call it "
                 "a tie."
             )
-    out += _winners_curse(arms)
+    out += _winners_curse(arms, run.metric)
     return out
 
 
-def _winners_curse(arms: pd.DataFrame) -> list[str]:
+def _unit(metric: Metric) -> str:
+    """`` tok/s``: the metric's unit as it follows a number (empty for a unitless one)."""
+    return f" {metric.unit}" if metric.unit else ""
+
+
+def _winners_curse(arms: pd.DataFrame, metric: Metric) -> list[str]:
     """The best of many noisy measurements is biased upward, more for arms that drew more."""
     rejudged = arms[arms["confirm_verdicts"].fillna("") != ""]
     out = []
     for arm, row in rejudged.iterrows():
         verdicts = row["confirm_verdicts"].split(",")
         line = (
-            f"{arm}'s best ({_num(row['best_tok_s'])} tok/s, {_num(row['best_x_baseline'], 2)}"
-            f"×) re-judged {len(verdicts)} time(s): {', '.join(verdicts)}"
+            f"{arm}'s best ({_num(row['best_score'])}{_unit(metric)}, "
+            f"{_num(row['best_x_baseline'], 2)}×) re-judged {len(verdicts)} time(s): "
+            f"{', '.join(verdicts)}"
         )
-        if finite_or_none(row["confirmed_tok_s"]) is not None:
+        if finite_or_none(row["confirmed_score"]) is not None:
             line += (
-                f"; median {_num(row['confirmed_tok_s'])} tok/s "
+                f"; median {_num(row['confirmed_score'])}{_unit(metric)} "
                 f"({_num(row['confirmed_x_baseline'], 2)}×)"
             )
         if any(v != "PASS" for v in verdicts):
@@ -747,6 +756,11 @@ def _facts(run: RunInfo) -> list[str]:
         ["run", f"`{run.run_id}`"],
         ["experiment", run.experiment],
         ["task", run.task],
+        [
+            "metric",
+            f"{run.metric.label} ({'higher' if run.metric.higher_is_better else 'lower'} is "
+            "better)",
+        ],
         ["seed", run.seed],
         ["status", run.status if run.finished else f"**{run.status} (INCOMPLETE)**"],
         [
@@ -771,16 +785,16 @@ def _facts(run: RunInfo) -> list[str]:
 
 
 _ARMS_HEAD = ["arm", "agent kind", "seats", "subm.", "evals", "PASS", "WRONG", "REJECT", "ERROR",
-              "best tok/s", "× baseline"]  # fmt: skip
+              "best {unit}", "× baseline"]  # fmt: skip
 _ARMS_TAIL = ["best by", "time to best", "relays", "judge busy", "queue wait", "restarts",
               "output tokens"]  # fmt: skip
 
 
-def _arms_table(arms: pd.DataFrame, sweep: bool) -> list[str]:
+def _arms_table(arms: pd.DataFrame, sweep: bool, metric: Metric) -> list[str]:
     rejudged = bool((arms["confirm_verdicts"].fillna("") != "").any())
     header = (
         (["seed"] if sweep else [])
-        + _ARMS_HEAD
+        + [h.format(unit=metric.unit or metric.name) for h in _ARMS_HEAD]
         + (["re-judged ×"] if rejudged else [])
         + _ARMS_TAIL
     )
@@ -793,7 +807,7 @@ def _arms_table(arms: pd.DataFrame, sweep: bool) -> list[str]:
             ([r["seed"]] if sweep else [])
             + [r["arm"], r["agent_kind"], f"{r['seats']} ({r['workers']}w+{r['critics']}c)"]
             + [r[k] for k in ("submissions", "evaluations", "pass", "wrong", "reject", "error")]
-            + [_num(r["best_tok_s"]), _num(r["best_x_baseline"], 2)]
+            + [_num(r["best_score"]), _num(r["best_x_baseline"], 2)]
             + ([again] if rejudged else [])
             + [
                 best_by,
@@ -867,6 +881,8 @@ def _formulas(tables: Tables, run: RunInfo) -> list[str]:
         "",
     ]
     arms = tables.arms
+    metric = run.metric
+    per = metric.unit or "unit"
     if arms["output_tokens"].isna().all():
         out.append(
             "No token records: token cost per gain is not computed (scripted agents and "
@@ -876,25 +892,31 @@ def _formulas(tables: Tables, run: RunInfo) -> list[str]:
     for r in arms.itertuples(index=False):
         if pd.isna(r.output_tokens):
             out.append(f"- **{r.arm}**: no token records.")
-        elif finite_or_none(r.best_tok_s) is None:
+        elif finite_or_none(r.best_score) is None:
             out.append(f"- **{r.arm}**: {r.output_tokens:,} output tokens, no PASS: no gain.")
         else:
+            # The gain is best − baseline, or baseline − best for a lower-is-better metric.
+            ends = (_num(r.best_score, 2), _num(r.baseline_score, 2))
+            first, second = ends if metric.higher_is_better else ends[::-1]
             out.append(
-                f"- **{r.arm}**: {r.output_tokens:,} ÷ ({_num(r.best_tok_s, 2)} − "
-                f"{_num(r.baseline_tok_s, 2)}) = {_num(r.token_cost_per_gain, 0)} output "
-                "tokens per tok/s."
+                f"- **{r.arm}**: {r.output_tokens:,} ÷ ({first} − {second}) = "
+                f"{_num(r.token_cost_per_gain, 0)} output tokens per {per}."
             )
-    priced = arms.dropna(subset=["output_tokens", "best_tok_s"])
+    priced = arms.dropna(subset=["output_tokens", "best_score"])
     for a, b in combinations(priced.itertuples(index=False), 2):
-        if a.best_tok_s < b.best_tok_s:
+        if metric.better(b.best_score, a.best_score):
             a, b = b, a
         cost = formulas.marginal_token_cost(
-            a.output_tokens, a.best_tok_s, b.output_tokens, b.best_tok_s
+            a.output_tokens,
+            metric.gain(a.best_score, 0.0),
+            b.output_tokens,
+            metric.gain(b.best_score, 0.0),
         )
+        first, second = (a, b) if metric.higher_is_better else (b, a)
         out.append(
             f"- **marginal, {a.arm} over {b.arm}**: ({a.output_tokens:,} − "
-            f"{b.output_tokens:,}) ÷ ({_num(a.best_tok_s, 2)} − {_num(b.best_tok_s, 2)}) "
-            f"= {_num(cost, 0)} output tokens per extra tok/s."
+            f"{b.output_tokens:,}) ÷ ({_num(first.best_score, 2)} − "
+            f"{_num(second.best_score, 2)}) = {_num(cost, 0)} output tokens per extra {per}."
         )
     wire = arms.dropna(subset=["wire_output_tokens"])
     if len(wire):
@@ -933,6 +955,7 @@ def _figures(figures: list[FigureResult], base: Path) -> list[str]:
 
 def _relays(tables: Tables, run: RunInfo) -> list[str]:
     edges = tables.relays
+    unit = _unit(run.metric)
     if not len(edges):
         return [
             "No relays: no PASS built on another agent's PASS (read from each arm's "
@@ -946,16 +969,16 @@ def _relays(tables: Tables, run: RunInfo) -> list[str]:
     rows = [
         [
             r.arm,
-            f"{r.from_agent} `{_short(r.from_commit)}` ({_num(r.from_tok_s)} tok/s, "
+            f"{r.from_agent} `{_short(r.from_commit)}` ({_num(r.from_score)}{unit}, "
             f"min {r.from_t_end_s / 60:.1f})",
             "→",
-            f"{r.to_agent} `{_short(r.to_commit)}` ({_num(r.to_tok_s)} tok/s, min "
+            f"{r.to_agent} `{_short(r.to_commit)}` ({_num(r.to_score)}{unit}, min "
             f"{r.to_t_end_s / 60:.1f})",
-            _num(r.to_tok_s - r.from_tok_s),
+            _num(r.to_score - r.from_score),
         ]
         for r in edges.itertuples(index=False)
     ]
-    out += _table(["arm", "built on (PASS)", "", "later PASS", "Δ tok/s"], rows)
+    out += _table(["arm", "built on (PASS)", "", "later PASS", f"Δ{unit}"], rows)
     counts = edges.groupby("arm")["to_job"].nunique()
     out += [
         "",
@@ -1028,7 +1051,7 @@ def _run_report(tables: Tables, figures: list[FigureResult], led: pd.DataFrame, 
         "",
         "## Arms",
         "",
-        *_arms_table(tables.arms, False),
+        *_arms_table(tables.arms, False, run.metric),
         "",
         *_endpoint_section(tables, run),
         "## The formulas, measured",
@@ -1087,15 +1110,17 @@ def _across_seeds(tables: Tables, sweep_dir: Path) -> list[str]:
         ]
     except Exception as exc:  # the aggregate is another module's: fall back, and say why
         lines = [f"(`analysis.sweep` unavailable: {type(exc).__name__}: {exc}.)", ""]
-    best = tables.arms.dropna(subset=["best_tok_s"])
+    metric = tables.runs[0].metric
+    best = tables.arms.dropna(subset=["best_score"])
     arms = list(dict.fromkeys(tables.arms["arm"]))
     noise = _noise(tables)
     for arm in arms:
-        values = best.loc[best["arm"] == arm, "best_tok_s"].tolist()
+        values = best.loc[best["arm"] == arm, "best_score"].tolist()
         if values:
             s = stats.arm_spread(values)
             lines.append(
-                f"- **{arm}**: best tok/s over {s.n} seed(s): median {_num(s.median)}"
+                f"- **{arm}**: best {metric.unit or metric.name} over {s.n} seed(s): median "
+                f"{_num(s.median)}"
                 f" (IQR {_num(s.q25)}–{_num(s.q75)}, range {_num(s.minimum)}–"
                 f"{_num(s.maximum)})."
             )
@@ -1103,10 +1128,14 @@ def _across_seeds(tables: Tables, sweep_dir: Path) -> list[str]:
         paired = best[best["arm"] == a].merge(best[best["arm"] == b], on="run_id")
         if paired.empty:
             continue
-        sigma = noise[0] / noise[1] * float(paired["best_tok_s_y"].median()) if noise else None
+        # compare_arms calls the larger better: a lower-is-better metric is compared by its
+        # x_baseline (times better than the baseline), the noise scaled alike.
+        column = "best_score" if metric.higher_is_better else "best_x_baseline"
+        scale = float(paired[f"{column}_y"].median())
+        sigma = noise[0] / noise[1] * scale if noise else None
         result = stats.compare_arms(
-            paired["best_tok_s_x"].tolist(),
-            paired["best_tok_s_y"].tolist(),
+            paired[f"{column}_x"].tolist(),
+            paired[f"{column}_y"].tolist(),
             arm_a=a,
             arm_b=b,
             noise_sigma=sigma,
@@ -1149,7 +1178,7 @@ def _sweep_report(
         "",
         "## Arms, per seed",
         "",
-        *_arms_table(tables.arms, True),
+        *_arms_table(tables.arms, True, first.metric),
         "",
         *_endpoint_sweep(tables),
         "## Across seeds",

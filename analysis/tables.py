@@ -11,7 +11,10 @@ named below, so building twice gives byte-identical CSV files.
 Tables and columns:
 
 ``evaluations`` (by run_id, job_id): run_id, seed, arm, agent, role, agent_kind, scripted, job_id,
-    submission_id, commit, verdict, reason, detail, tok_s, baseline_tok_s, x_baseline, b1_ratio,
+    submission_id, commit, verdict, reason, detail, score (the task kind's metric, named in
+    ``metric``, counted in ``unit``: the run's ``meta["metric"]``, ``judge.kinds.Metric``),
+    metric, unit, baseline_score (the same evaluation's baseline), x_baseline (how many times
+    better than that baseline, > 1 better, whatever the metric's direction), b1_ratio,
     tokens_correct (True: the judge found every token correct, i.e. a PASS or a WRONG it flagged
     ``tokens_correct``; False: a token mismatch; empty: tokens not checked), near_tie,
     b1_unresolved, pseudo_agent (the runner's own evaluation: ``champion``, ``confirm`` or
@@ -21,7 +24,7 @@ Tables and columns:
     ``judge.config.settings_hash``; empty in a log made before evaluations recorded it).
 ``submissions`` (by run_id, submission_id): run_id, seed, arm, agent, role, agent_kind, scripted,
     submission_id, request_id, commit, message, at, t_s, job_id, verdict (``not evaluated`` when the
-    judge never scored it), reason, tok_s, x_baseline, t_verdict_s.
+    judge never scored it), reason, score, metric, unit, x_baseline, t_verdict_s.
 ``messages`` (by run_id, message_id): run_id, seed, arm, message_id, author, role, agent_kind,
     scripted, kind, at, t_s, text, ref_commit (``refs.commit`` if any), refs (JSON), request_id.
 ``tokens`` (by run_id, token_id): run_id, seed, arm, agent, role, agent_kind, scripted, token_id,
@@ -32,23 +35,24 @@ Tables and columns:
     isolation, start, seats, workers, critics, budget_minutes, run_seconds (the agents' phase: run
     start to the runner's re-judging, else to ``ended_at``, else to the last event of an unfinished
     run), submissions, evaluations (the agents'), pass, wrong, reject, error, not_evaluated,
-    best_tok_s, best_x_baseline, best_commit, best_agent, time_to_best_s, confirmed_tok_s and
+    metric, unit, best_score (the highest score, or the lowest for a lower-is-better metric),
+    best_x_baseline, best_commit, best_agent, time_to_best_s, confirmed_score and
     confirmed_x_baseline (median of the best's PASSes when re-judged after the deadline),
     confirm_verdicts, judge_noise_x_sd (standard deviation of x_baseline over the start commit's
-    re-judgements, pooled over arms: the judge's own noise), baseline_tok_s (median of every
+    re-judgements, pooled over arms: the judge's own noise), baseline_score (median of every
     baseline measurement in the run: one value shared by all arms), judge_evaluations (in the
     agents' phase: theirs plus any champion re-measurement), judge_seconds, seconds_per_evaluation
     (judge_seconds / judge_evaluations), full_evaluation_s (median duration of a PASS: every stage
     ran), judge_capacity, judge_utilisation, mean_queue_wait_s, messages, restarts, exits,
-    token_records, output_tokens, token_cost_per_gain (output tokens per tok/s over
-    ``baseline_tok_s``; empty without token records, inf without gain), relays (PASSes that first
-    took up another agent's PASS, from the submission repository's ancestry; empty without a
-    repository), model_calls, model_call_failures and model_lost_s (the arm's seats' calls
-    through the model proxy, the failed ones, and the seconds its seats lost to outages, summed
-    over seats, per ``analysis.model_calls.seat_outages``; empty when the run used no proxy),
-    wire_output_tokens (the output tokens the vendor's responses reported for the arm's calls,
-    read on the wire by the proxy: the check on ``output_tokens``, which comes from the CLIs'
-    own records).
+    token_records, output_tokens, token_cost_per_gain (output tokens per unit of the metric
+    gained over ``baseline_score``; empty without token records, inf without gain), relays
+    (PASSes that first took up another agent's PASS, from the submission repository's
+    ancestry; empty without a repository), model_calls, model_call_failures and model_lost_s
+    (the arm's seats' calls through the model proxy, the failed ones, and the seconds its seats
+    lost to outages, summed over seats, per ``analysis.model_calls.seat_outages``; empty when
+    the run used no proxy), wire_output_tokens (the output tokens the vendor's responses
+    reported for the arm's calls, read on the wire by the proxy: the check on
+    ``output_tokens``, which comes from the CLIs' own records).
 ``model_calls`` (by run_id, call_id): run_id, seed, arm, agent, role, agent_kind, scripted,
     call_id, method, path, status (what the seat got back), upstream_status (what the vendor
     answered; empty when it never did), error, failed (the endpoint's failure: 408, 409, 425,
@@ -60,7 +64,7 @@ Tables and columns:
     (``runner.model_proxy``); a call without a seat token has an empty arm and agent. Empty for
     a run without the proxy (its event log may have no ``model_calls`` table at all).
 ``relays`` (by run_id, arm, to_job, from_job; see ``analysis._git``): run_id, seed, arm, to_job,
-    to_agent, to_commit, to_tok_s, to_t_end_s, from_job, from_agent, from_commit, from_tok_s,
+    to_agent, to_commit, to_score, to_t_end_s, from_job, from_agent, from_commit, from_score,
     from_t_end_s, to_agent_kind, from_agent_kind: a PASS and the other agent's PASS it first built
     on.
 
@@ -76,6 +80,7 @@ import math
 import multiprocessing
 import multiprocessing.context
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -95,6 +100,7 @@ import yaml
 from analysis import formulas
 from analysis._git import PSEUDO_AGENTS
 from analysis.model_calls import SeatOutage, failed, seat_outages
+from judge.kinds import Metric, run_metric
 
 __all__ = [
     "COLUMNS",
@@ -139,13 +145,14 @@ def _names(text: str) -> list[str]:
 COLUMNS: dict[str, list[str]] = {
     "evaluations": _names(
         "run_id seed arm agent role agent_kind scripted job_id submission_id commit verdict "
-        "reason detail tok_s baseline_tok_s x_baseline b1_ratio tokens_correct near_tie "
+        "reason detail score metric unit baseline_score x_baseline b1_ratio tokens_correct "
+        "near_tie "
         "b1_unresolved pseudo_agent attempts enqueued_at started_at finished_at t_enqueued_s "
         "t_start_s t_end_s duration_s queue_wait_s settings_hash"
     ),
     "submissions": _names(
         "run_id seed arm agent role agent_kind scripted submission_id request_id commit message "
-        "at t_s job_id verdict reason tok_s x_baseline t_verdict_s"
+        "at t_s job_id verdict reason score metric unit x_baseline t_verdict_s"
     ),
     "messages": _names(
         "run_id seed arm message_id author role agent_kind scripted kind at t_s text ref_commit "
@@ -162,9 +169,9 @@ COLUMNS: dict[str, list[str]] = {
     "arms": _names(
         "run_id seed task status arm agent_kind scripted isolation start seats workers critics "
         "budget_minutes run_seconds submissions evaluations pass wrong reject error "
-        "not_evaluated best_tok_s best_x_baseline best_commit best_agent time_to_best_s "
-        "confirmed_tok_s confirmed_x_baseline confirm_verdicts judge_noise_x_sd "
-        "baseline_tok_s judge_evaluations judge_seconds seconds_per_evaluation "
+        "not_evaluated metric unit best_score best_x_baseline best_commit best_agent "
+        "time_to_best_s confirmed_score confirmed_x_baseline confirm_verdicts judge_noise_x_sd "
+        "baseline_score judge_evaluations judge_seconds seconds_per_evaluation "
         "full_evaluation_s judge_capacity judge_utilisation mean_queue_wait_s messages restarts "
         "exits token_records output_tokens token_cost_per_gain relays model_calls "
         "model_call_failures model_lost_s wire_output_tokens"
@@ -192,8 +199,8 @@ _SORT = {
 _SQL = {
     "evaluations": """
         SELECT arm, agent, job_id, submission_id, commit_sha AS "commit", verdict, reason, detail,
-            json_extract(metrics, '$.tok_s') AS tok_s,
-            json_extract(metrics, '$.baseline_tok_s') AS baseline_tok_s,
+            {score} AS score,
+            {baseline_score} AS baseline_score,
             json_extract(metrics, '$.x_baseline') AS x_baseline,
             json_extract(metrics, '$.b1_ratio') AS b1_ratio,
             json_extract(flags, '$.tokens_correct') AS flag_tokens_correct,
@@ -204,7 +211,7 @@ _SQL = {
     "submissions": """
         SELECT s.arm, s.agent, s.id AS submission_id, s.request_id, s.commit_sha AS "commit",
             s.message, s."at", s.job_id, e.verdict, e.reason,
-            json_extract(e.metrics, '$.tok_s') AS tok_s,
+            {score} AS score,
             json_extract(e.metrics, '$.x_baseline') AS x_baseline, e.finished_at
         FROM submissions s LEFT JOIN evaluations e ON e.job_id = s.job_id ORDER BY s.id""",
     "messages": """
@@ -235,6 +242,8 @@ _OPTIONAL = {
         "reasoning"
     ),
 }
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: From this many rows on, two processes read the event log (see ``_read_all``).
 PARALLEL_ROWS = 200_000
@@ -277,6 +286,8 @@ class RunInfo:
     seats: list[Seat]
     config: dict[str, Any]
     meta: dict[str, Any]
+    # What the scores count (name, unit, label, direction): judge.kinds.run_metric.
+    metric: Metric
 
     @property
     def finished(self) -> bool:
@@ -504,6 +515,7 @@ def read_run_info(run_dir: Path) -> RunInfo:
         seats=_seats(meta, config, kind, scripted),
         config=config,
         meta=meta,
+        metric=run_metric({**meta, "config": config}),
     )
 
 
@@ -514,7 +526,7 @@ def read_run_info(run_dir: Path) -> RunInfo:
 # make them objects, and arithmetic on them would fail).
 _NUMERIC = set(
     _names(
-        "at enqueued_at started_at finished_at queue_wait_s tok_s baseline_tok_s x_baseline "
+        "at enqueued_at started_at finished_at queue_wait_s score baseline_score x_baseline "
         "b1_ratio flag_tokens_correct near_tie b1_unresolved attempts job_id submission_id "
         "message_id token_id event_id input cache_read cache_write output reasoning "
         "cost_estimate code restarts call_id status upstream_status first_byte_at bytes_up "
@@ -530,8 +542,21 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _read(db: sqlite3.Connection, name: str) -> pd.DataFrame:
+def _json_value(column: str, keys: tuple[str, ...]) -> str:
+    """SQL for the first of ``keys`` present in the JSON ``column`` (names that are not plain
+    identifiers are skipped: they come from a run's record, never into SQL text)."""
+    paths = [f"json_extract({column}, '$.{k}')" for k in keys if _IDENTIFIER.fullmatch(k)]
+    return f"COALESCE({', '.join(paths)})" if len(paths) > 1 else paths[0]
+
+
+def _read(db: sqlite3.Connection, name: str, metric: Metric) -> pd.DataFrame:
     sql = _SQL[name]
+    if name in ("evaluations", "submissions"):
+        column = "metrics" if name == "evaluations" else "e.metrics"
+        sql = sql.format(
+            score=_json_value(column, metric.score_keys()),
+            baseline_score=_json_value(column, metric.baseline_keys()),
+        )
     if name == "evaluations" and "settings_hash" not in {
         row[1] for row in db.execute("PRAGMA table_info(evaluations)")
     }:  # a log made before evaluations recorded their judge settings
@@ -541,9 +566,9 @@ def _read(db: sqlite3.Connection, name: str) -> pd.DataFrame:
     return _numeric(pd.DataFrame.from_records(cursor.fetchall(), columns=names))
 
 
-def _read_some(db_path: Path, names: list[str]) -> dict[str, pd.DataFrame]:
+def _read_some(db_path: Path, names: list[str], metric: Metric) -> dict[str, pd.DataFrame]:
     with _read_only(db_path) as db:
-        return {name: _read(db, name) for name in names}
+        return {name: _read(db, name, metric) for name in names}
 
 
 def _missing(names: list[str]) -> dict[str, pd.DataFrame]:
@@ -551,7 +576,7 @@ def _missing(names: list[str]) -> dict[str, pd.DataFrame]:
     return {name: _numeric(pd.DataFrame(columns=_OPTIONAL[name])) for name in names}
 
 
-def _read_all(db_path: Path) -> dict[str, pd.DataFrame]:
+def _read_all(db_path: Path, metric: Metric) -> dict[str, pd.DataFrame]:
     """Every table's rows, one SQL read each; a large log is read by two processes at once.
 
     Turning SQLite rows into Python objects is most of the cost and holds the GIL, so threads
@@ -567,7 +592,7 @@ def _read_all(db_path: Path) -> dict[str, pd.DataFrame]:
         }
     context = _fork_context()
     if sum(sizes.values()) < PARALLEL_ROWS or context is None:
-        return {**_read_some(db_path, list(sizes)), **_missing(absent)}
+        return {**_read_some(db_path, list(sizes), metric), **_missing(absent)}
     mine: list[str] = []
     theirs: list[str] = []
     for name in sorted(sizes, key=lambda n: -sizes[n]):  # greedy: the lighter share gets it
@@ -575,11 +600,11 @@ def _read_all(db_path: Path) -> dict[str, pd.DataFrame]:
         share.append(name)
     try:
         with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-            helper = pool.submit(_read_some, db_path, theirs)
-            frames = _read_some(db_path, mine)
+            helper = pool.submit(_read_some, db_path, theirs, metric)
+            frames = _read_some(db_path, mine, metric)
             frames.update(helper.result())
     except (OSError, BrokenProcessPool):
-        frames = _read_some(db_path, list(sizes))
+        frames = _read_some(db_path, list(sizes), metric)
     return {**frames, **_missing(absent)}
 
 
@@ -635,8 +660,9 @@ def _evaluations(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     df["t_end_s"] = df["finished_at"] - t0
     df["duration_s"] = df["finished_at"] - df["started_at"]
     df["submission_id"] = df["submission_id"].astype("Int64")
-    for col in ("tok_s", "baseline_tok_s", "x_baseline", "b1_ratio"):
+    for col in ("score", "baseline_score", "x_baseline", "b1_ratio"):
         df[col] = df[col].astype(float)
+    df["metric"], df["unit"] = info.metric.name, info.metric.unit
     return df[COLUMNS["evaluations"]]
 
 
@@ -647,8 +673,9 @@ def _submissions(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     df["reason"] = df["reason"].fillna("")
     df["t_verdict_s"] = df["finished_at"].astype(float) - info.started_at
     df["job_id"] = df["job_id"].astype("Int64")
-    for col in ("tok_s", "x_baseline"):
+    for col in ("score", "x_baseline"):
         df[col] = df[col].astype(float)
+    df["metric"], df["unit"] = info.metric.name, info.metric.unit
     return df[COLUMNS["submissions"]]
 
 
@@ -707,7 +734,8 @@ def _arms(
     outages: dict[tuple[str, str], SeatOutage] | None = None,
     model_calls: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    baseline = _median(evaluations["baseline_tok_s"])
+    metric = info.metric
+    baseline = _median(evaluations["baseline_score"])
     # Output tokens the vendor reported in its responses (read on the wire by the proxy).
     wire_output: dict[str, int] = {}
     if model_calls is not None and len(model_calls):
@@ -750,8 +778,10 @@ def _arms(
         seats = [s for s in info.seats if s.arm == arm]
         mine = ev[~ev["pseudo_agent"]]
         verdicts = mine["verdict"].value_counts()
-        passes = mine[mine["verdict"] == "PASS"].dropna(subset=["tok_s"])
-        best = passes.loc[passes["tok_s"].idxmax()] if len(passes) else None
+        passes = mine[mine["verdict"] == "PASS"].dropna(subset=["score"])
+        # The first of equals, as the runner's summary picks it (runner.confirm.best_pass).
+        pick = passes["score"].idxmax if metric.higher_is_better else passes["score"].idxmin
+        best = passes.loc[pick()] if len(passes) else None
         # Formula one covers the agents' phase: the re-judging after it is the runner's.
         phase = ev[~ev["agent"].isin([CONFIRM, BASELINE])]
         judge_n = len(phase)
@@ -768,7 +798,11 @@ def _arms(
         output_tokens = int(tok["output"].sum()) if len(tok) else None
         cost = None
         if output_tokens is not None and best is not None and baseline is not None:
-            cost = formulas.token_cost_per_gain(output_tokens, float(best["tok_s"]), baseline)
+            # The formula's gain is best - baseline: for a lower-is-better metric, the reverse.
+            ends = (float(best["score"]), baseline)
+            cost = formulas.token_cost_per_gain(
+                output_tokens, *(ends if metric.higher_is_better else ends[::-1])
+            )
         kinds = sorted({s.agent_kind for s in seats}) or [info.agent_kind]
         endpoint = [o for (a, _), o in (outages or {}).items() if a == arm]
         rows.append(
@@ -796,16 +830,18 @@ def _arms(
                 "reject": int(verdicts.get("REJECT", 0)),
                 "error": int(verdicts.get("ERROR", 0)),
                 "not_evaluated": int((~own_subs["job_id"].isin(evaluated)).sum()),
-                "best_tok_s": float(best["tok_s"]) if best is not None else None,
+                "metric": metric.name,
+                "unit": metric.unit,
+                "best_score": float(best["score"]) if best is not None else None,
                 "best_x_baseline": float(best["x_baseline"]) if best is not None else None,
                 "best_commit": str(best["commit"]) if best is not None else None,
                 "best_agent": str(best["agent"]) if best is not None else None,
                 "time_to_best_s": float(best["t_end_s"]) if best is not None else None,
-                "confirmed_tok_s": _median(confirmed["tok_s"]),
+                "confirmed_score": _median(confirmed["score"]),
                 "confirmed_x_baseline": _median(confirmed["x_baseline"]),
                 "confirm_verdicts": ",".join(confirms["verdict"]),
                 "judge_noise_x_sd": noise,
-                "baseline_tok_s": baseline,
+                "baseline_score": baseline,
                 "judge_evaluations": judge_n,
                 "judge_seconds": judge_s,
                 "seconds_per_evaluation": per_eval,
@@ -841,7 +877,7 @@ def _arms(
     ):
         df[col] = df[col].astype("Int64")
     floats = _names(
-        "best_tok_s best_x_baseline time_to_best_s baseline_tok_s confirmed_tok_s "
+        "best_score best_x_baseline time_to_best_s baseline_score confirmed_score "
         "confirmed_x_baseline judge_noise_x_sd seconds_per_evaluation full_evaluation_s "
         "judge_capacity judge_utilisation mean_queue_wait_s token_cost_per_gain budget_minutes "
         "model_lost_s"
@@ -863,7 +899,7 @@ def load_run(run_dir: Path, *, git: bool = True) -> Tables:
     """
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
-    raw = _read_all(run_dir / "events.sqlite")
+    raw = _read_all(run_dir / "events.sqlite", info.metric)
     evaluations = _evaluations(raw["evaluations"], info)
     submissions = _submissions(raw["submissions"], info)
     messages = _messages(raw["messages"], info)

@@ -23,11 +23,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.figures import make_figures
 from analysis.tables import build_tables, write_tables
+from judge.kinds import get_kind
 from runner.events import EventLog
 
 T0 = 1_800_000_000.0
@@ -89,6 +91,7 @@ def write_run(run_dir: Path, events: int, seed: int = 0) -> dict[str, int]:
         isolation="docker",
         status="finished",
         ended_at=T0 + run_s,
+        metric=get_kind("decode").metric(OmegaConf.create({"timing": {"batch": 16}})).to_dict(),
         config={
             "task": {"name": "decode_cpu", "spec": {"target_x_baseline": 4.0}},
             "arms": {a: {"name": a, "start": "master"} for a in ARMS},
@@ -119,8 +122,8 @@ def write_run(run_dir: Path, events: int, seed: int = 0) -> dict[str, int]:
             if v == "PASS":
                 metrics = json.dumps(
                     {
-                        "tok_s": round(float(tok[i]), 3),
-                        "baseline_tok_s": round(float(base[i]), 3),
+                        "score": round(float(tok[i]), 3),
+                        "baseline_score": round(float(base[i]), 3),
                         "x_baseline": round(float(tok[i] / base[i]), 4),
                         "b1_ratio": 1.0,
                         "engine_s": 9.0,
@@ -154,7 +157,13 @@ def write_run(run_dir: Path, events: int, seed: int = 0) -> dict[str, int]:
                     float(started[i] - enqueued[i]),
                 )
             )
-        db.executemany("INSERT INTO evaluations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        # Named columns: the log's later columns (settings_hash) keep their defaults.
+        db.executemany(
+            "INSERT INTO evaluations (job_id, submission_id, arm, agent, commit_sha, verdict,"
+            " reason, detail, metrics, stages, flags, attempts, enqueued_at, started_at,"
+            " finished_at, queue_wait_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
         n = counts["messages"]
         m_arms, m_agents = _agents(rng, n, workers_only=False)
         at = np.sort(rng.uniform(T0, T0 + run_s, n))

@@ -113,6 +113,33 @@ def _last_id(events: EventLog, table: str) -> int:
         return int(db.execute(f"SELECT max(id) FROM {table}").fetchone()[0])
 
 
+#: The decode kind's metric as the runner records it in the meta (judge.kinds.Metric.to_dict).
+DECODE_METRIC = {
+    "name": "tok_s",
+    "unit": "tok/s",
+    "label": "B=16 aggregate decode tok/s",
+    "higher_is_better": True,
+}
+#: A lower-is-better metric for :func:`vary`'s ``latency`` variant.
+LATENCY_METRIC = {
+    "name": "latency_ms",
+    "unit": "ms",
+    "label": "p50 request latency",
+    "higher_is_better": False,
+}
+
+
+def _metrics(tok_s: float, base: float) -> dict[str, float]:
+    """A PASS's metrics as the decode pipeline writes them: its own keys and the generic ones."""
+    return {
+        "tok_s": tok_s,
+        "score": tok_s,
+        "baseline_tok_s": base,
+        "baseline_score": base,
+        "x_baseline": tok_s / base,
+    }
+
+
 def make_run(root: Path) -> FixtureRun:
     """Write the fixture run described in the module docstring into ``root`` (seed 0,
     finished, no token records; :func:`vary` makes the other variants from a copy)."""
@@ -170,6 +197,7 @@ def make_run(root: Path) -> FixtureRun:
         isolation="docker",
         status=status,
         config=config,
+        metric=DECODE_METRIC,
     )
     if status == "finished":
         meta["ended_at"] = T0 + RUN_S
@@ -344,7 +372,7 @@ def make_run(root: Path) -> FixtureRun:
         metrics = {}
         if tok_s is not None:
             base = next(baselines)
-            metrics = {"tok_s": tok_s, "baseline_tok_s": base, "x_baseline": tok_s / base}
+            metrics = _metrics(tok_s, base)
         events.add_evaluation(
             sid,
             Evaluation(
@@ -372,9 +400,9 @@ def make_run(root: Path) -> FixtureRun:
     (root / ".hydra").mkdir()
     (root / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     (root / "summary.csv").write_text(
-        "arm,agent_kind,evaluations,pass,best_tok_s,x_baseline\n"
-        "swarm,scripted (no model),6,3,160.0,1.6327\n"
-        "solo,scripted (no model),3,3,140.0,1.3725\n"
+        "arm,agent_kind,evaluations,pass,metric,unit,best_score,x_baseline\n"
+        "swarm,scripted (no model),6,3,tok_s,tok/s,160.0,1.6327\n"
+        "solo,scripted (no model),3,3,tok_s,tok/s,140.0,1.3725\n"
     )
     return run
 
@@ -389,10 +417,16 @@ def vary(
     rechecks: bool = False,
     model_calls: bool = False,
     no_model_calls_table: bool = False,
+    legacy: bool = False,
+    latency: bool = False,
 ) -> FixtureRun:
     """Turn a copy of the fixture run into a variant: another status (no ``ended_at`` unless
     finished), another seed and run id, token records, a prompt only the solo arm has, the
-    calls of seats on the model proxy, or an event log without a ``model_calls`` table."""
+    calls of seats on the model proxy, or an event log without a ``model_calls`` table.
+
+    ``legacy``: a record made before kinds owned their metric (no ``metric`` in the meta, no
+    ``score``/``baseline_score`` in the metrics). ``latency``: the same numbers read as a
+    lower-is-better metric (x_baseline = baseline / score, as such a kind writes it)."""
     events = EventLog(run.path / "events.sqlite")
     meta = events.meta()
     config = meta["config"]
@@ -423,6 +457,22 @@ def vary(
                 reasoning=0,
             )
             _stamp(events, "tokens", _last_id(events, "tokens"), T0 + 90)
+    if legacy or latency:
+        with events.connect() as db:
+            if legacy:
+                db.execute("DELETE FROM meta WHERE key = 'metric'")
+                db.execute(
+                    "UPDATE evaluations SET metrics = json_remove(metrics, '$.score',"
+                    " '$.baseline_score')"
+                )
+            else:
+                db.execute(
+                    "UPDATE evaluations SET metrics = json_set(metrics, '$.x_baseline',"
+                    " json_extract(metrics, '$.baseline_score') / json_extract(metrics,"
+                    " '$.score')) WHERE json_extract(metrics, '$.score') IS NOT NULL"
+                )
+        if latency:
+            events.set_meta(metric=LATENCY_METRIC)
     if model_calls:
         _model_calls(events)
     if no_model_calls_table:
@@ -494,8 +544,7 @@ def _rechecks(events: EventLog, run: FixtureRun) -> None:
         sid, _ = events.add_submission(arm, agent, f"{arm}/{agent}/recheck-{i}", sha, "re-judged")
         _stamp(events, "submissions", sid, t)
         events.set_job(sid, job)
-        metrics = {} if tok_s is None else {"tok_s": tok_s, "baseline_tok_s": 100.0,
-                                            "x_baseline": tok_s / 100.0}  # fmt: skip
+        metrics = {} if tok_s is None else _metrics(tok_s, 100.0)
         events.add_evaluation(sid, Evaluation(
             job_id=job, arm=arm, agent=agent, commit=sha, verdict=verdict, metrics=metrics,
             enqueued_at=t, started_at=t, finished_at=t + 4,

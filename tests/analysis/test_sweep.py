@@ -23,7 +23,8 @@ def _summary(arm: str, x: float | None) -> ArmSummary:
     values = dict(
         arm=arm, agent_kind="scripted (no model)", isolation="docker",
         agents=5 if arm == "swarm" else 1, evaluations=4, pass_=1 if x else 0, wrong=2,
-        reject=1, error=0, not_evaluated=0, best_tok_s=None if x is None else 100 * x,
+        reject=1, error=0, not_evaluated=0, metric="tok_s", unit="tok/s",
+        best_score=None if x is None else 100 * x,
         x_baseline=x, time_to_best_s=None if x is None else 30.0, relays=0,
         judge_busy_pct=50.0, mean_queue_wait_s=1.0, restarts=0,
     )  # fmt: skip

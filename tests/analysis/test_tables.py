@@ -50,7 +50,8 @@ def test_evaluation_flags_and_times(fixture_run):
     assert ev.loc[c["c2"], "t_end_s"] == pytest.approx(32.0)
     assert ev.loc[c["c2"], "duration_s"] == pytest.approx(10.0)
     assert ev.loc[c["s1"], "queue_wait_s"] == pytest.approx(9.0)
-    assert ev.loc[c["c2"], "tok_s"] == 150.0 and ev.loc[c["c2"], "baseline_tok_s"] == 104.0
+    assert ev.loc[c["c2"], "score"] == 150.0 and ev.loc[c["c2"], "baseline_score"] == 104.0
+    assert (ev.loc[c["c2"], "metric"], ev.loc[c["c2"], "unit"]) == ("tok_s", "tok/s")
 
 
 def test_arms_fill_in_the_formulas_from_measured_values(fixture_run):
@@ -58,10 +59,11 @@ def test_arms_fill_in_the_formulas_from_measured_values(fixture_run):
     swarm, solo = arms.loc["swarm"], arms.loc["solo"]
     assert (swarm["pass"], swarm["wrong"], swarm["reject"], swarm["error"]) == (3, 2, 1, 0)
     assert (solo["pass"], solo["not_evaluated"], solo["submissions"]) == (3, 1, 4)
-    assert swarm["best_tok_s"] == 160.0 and swarm["best_agent"] == "w2"
+    assert swarm["best_score"] == 160.0 and swarm["best_agent"] == "w2"
+    assert (swarm["metric"], swarm["unit"]) == ("tok_s", "tok/s")
     assert swarm["best_commit"] == fixture_run.commits["c6"]
-    assert solo["best_tok_s"] == 140.0 and solo["time_to_best_s"] == pytest.approx(76.0)
-    assert swarm["baseline_tok_s"] == 100.0  # the median of the six baseline measurements
+    assert solo["best_score"] == 140.0 and solo["time_to_best_s"] == pytest.approx(76.0)
+    assert swarm["baseline_score"] == 100.0  # the median of the six baseline measurements
     assert swarm["run_seconds"] == pytest.approx(RUN_S)
     # swarm: 10 + 10 + 5 + 0.1 + 5 + 10 s of judge time over 6 evaluations.
     assert swarm["judge_seconds"] == pytest.approx(40.1)
@@ -201,12 +203,12 @@ def test_the_runners_rechecks_are_not_the_agents_work(run_factory):
     assert (solo["submissions"], solo["not_evaluated"]) == (4, 1)
     assert swarm["run_seconds"] == pytest.approx(RUN_S)
     assert swarm["judge_evaluations"] == 6 and swarm["judge_seconds"] == pytest.approx(40.1)
-    assert (swarm["relays"], swarm["best_tok_s"]) == (1, 160.0)
+    assert (swarm["relays"], swarm["best_score"]) == (1, 160.0)
     # ... and the re-judgements say what the bests are worth, and how noisy the judge is.
-    assert swarm["confirmed_tok_s"] == pytest.approx(152.5)
+    assert swarm["confirmed_score"] == pytest.approx(152.5)
     assert swarm["confirmed_x_baseline"] == pytest.approx(1.525)
     assert (swarm["confirm_verdicts"], solo["confirm_verdicts"]) == ("PASS,PASS", "PASS,WRONG")
-    assert solo["confirmed_tok_s"] == pytest.approx(138.0)
+    assert solo["confirmed_score"] == pytest.approx(138.0)
     expected = pd.Series([1.0, 0.96, 1.04, 1.0]).std(ddof=1)
     assert swarm["judge_noise_x_sd"] == pytest.approx(expected)
     assert solo["judge_noise_x_sd"] == pytest.approx(expected)
