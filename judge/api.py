@@ -11,7 +11,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from judge.checkout import BadInput
 from judge.config import JudgeAppConfig, judge_problems, register_configs
-from tasks.schema import PROJECT_ROOT
+from tasks.folder import TASK_FILE, TaskFolderError, resolve_task_overrides, task_name_problem
+from tasks.schema import PROJECT_ROOT, task_root
 
 CONF_DIR = PROJECT_ROOT / "conf"
 
@@ -19,10 +20,17 @@ CONF_DIR = PROJECT_ROOT / "conf"
 def compose_judge_config(overrides: list[str]) -> DictConfig:
     """The judge's config with ``overrides`` applied; Hydra's own message on a bad one.
 
+    ``task=`` takes a bundled task's name or a task folder's path (``tasks.folder``).
+
     Raises:
-        BadInput: an unknown group option, key, or a value of the wrong type.
+        BadInput: an unknown group option, key, or a value of the wrong type; a task folder
+            that cannot be used (one line naming its file and the fix).
     """
     register_configs()
+    try:
+        overrides = resolve_task_overrides(overrides)
+    except TaskFolderError as exc:
+        raise BadInput(str(exc)) from None
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="judge_app", overrides=overrides)
@@ -38,9 +46,47 @@ def compose_judge_config(overrides: list[str]) -> DictConfig:
 
 
 def _check(cfg: DictConfig) -> None:
-    problems = judge_problems(cfg.judge)
+    problems = task_problems(cfg.task) or judge_problems(cfg.judge)
     if problems:
         raise BadInput("; ".join(problems))
+
+
+def task_problems(task: DictConfig) -> list[str]:
+    """What makes a composed task unusable, one line each naming its file and the fix: a
+    required field left out, an unknown kind, a missing template, a bad task name, and an
+    input generator that fails or returns the wrong shape on a tiny draw (types and unknown
+    keys are the schema's job). Cheap: nothing is written, no container started.
+
+    Args:
+        task: The ``task`` node of a composed config.
+
+    Returns:
+        An empty list when the task can be set up.
+    """
+    from judge.kinds import kind_names
+    from judge.private import check_inputs
+
+    where = f"{task_root(task) / TASK_FILE}" if not OmegaConf.is_missing(task, "root") else "task"
+    missing = sorted(k for k in task if OmegaConf.is_missing(task, k))
+    if missing:
+        return [
+            f"{where}: required field(s) missing: {', '.join(missing)}: add them (docs/tasks.md)"
+        ]
+    problems = []
+    name = task_name_problem(task.name)
+    if name:
+        problems.append(f"{where}: {name}")
+    if task.kind not in kind_names():
+        problems.append(
+            f"{where}: kind={task.kind!r} is no task kind: use one of {', '.join(kind_names())}"
+        )
+    template = task_root(task) / task.template
+    if not template.is_dir():
+        problems.append(f"{where}: template={task.template!r}: no folder {template}")
+    if problems:
+        return problems
+    inputs = check_inputs(task)
+    return [inputs] if inputs else []
 
 
 def load_judge_config(path: Path) -> DictConfig:

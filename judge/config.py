@@ -177,8 +177,12 @@ def settings_hash(cfg: Any) -> str:
 
 
 def register_configs() -> None:
-    """Put the schemas in Hydra's ConfigStore (idempotent)."""
+    """Put the schemas, and the bundled task folders as ``task`` options, in Hydra's
+    ConfigStore (idempotent)."""
+    from tasks.folder import register_task_folders
+
     cs = ConfigStore.instance()
     cs.store(group="schema", name="task", node=TaskConfig)
+    register_task_folders()
     cs.store(group="schema", name="judge", node=JudgeConfig)
     cs.store(name="judge_app_schema", node=JudgeAppConfig)

@@ -13,7 +13,6 @@ own (see ``judge/evaluation.py`` and docs/judge.md).
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import secrets
 import shutil
@@ -52,10 +51,24 @@ class InputSet:
         return len(self.prompts)
 
 
-def load_callable(spec: str) -> Callable:
-    """Import ``"module:function"`` on first use."""
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)
+class TaskInputError(ValueError):
+    """The task's input generator failed or answered the wrong shape (one line: file, fix)."""
+
+
+def load_callable(spec: str, root: Path) -> Callable:
+    """The function ``"FILE.py:FUNCTION"`` of the task folder ``root``, loaded from that file
+    (never imported by module name, so it needs nothing on ``sys.path``: the judge service, whose
+    ``PYTHONPATH`` is the project's, loads it the same way as ``python -m judge``).
+
+    Raises:
+        TaskInputError: see :func:`tasks.folder.load_task_callable`.
+    """
+    from tasks.folder import TaskFolderError, load_task_callable
+
+    try:
+        return load_task_callable(spec, root)
+    except TaskFolderError as exc:
+        raise TaskInputError(str(exc)) from None
 
 
 def task_fingerprint(cfg: DictConfig) -> str:
@@ -83,10 +96,63 @@ def derive_seed(seed: int, name: str) -> int:
 
 
 def draw_set(task: DictConfig, seed: int, name: str, batch: int, prompt_len, new_tokens: int):
-    """The prompt set ``name`` drawn from ``seed`` with the task's prompt generator."""
-    make = load_callable(task.inputs)
-    prompts = make(derive_seed(seed, name), int(batch), tuple(prompt_len), task.vocab)
-    return InputSet(name, [list(map(int, p)) for p in prompts], int(new_tokens))
+    """The prompt set ``name`` drawn from ``seed`` with the task's prompt generator.
+
+    Raises:
+        TaskInputError: the generator raised, or answered anything but ``batch`` prompts of
+            token ids in ``[0, vocab)`` with lengths in ``prompt_len``.
+    """
+    root = task_root(task)
+    make = load_callable(task.inputs, root)
+    file = root / str(task.inputs).partition(":")[0]
+    lo, hi = (int(n) for n in prompt_len)
+    try:
+        prompts = make(derive_seed(seed, name), int(batch), (lo, hi), int(task.vocab))
+    except Exception as exc:  # the task's code: any failure is the task's to fix
+        raise TaskInputError(
+            f"{file}: {task.inputs} raised {type(exc).__name__} "
+            f"({' '.join(str(exc).split())}) for batch={batch}, prompt_len=[{lo}, {hi}],"
+            f" vocab={task.vocab}: fix the generator"
+        ) from None
+    problem = _shape_problem(prompts, int(batch), lo, hi, int(task.vocab))
+    if problem:
+        raise TaskInputError(
+            f"{file}: {task.inputs} returned {problem} for batch={batch}, "
+            f"prompt_len=[{lo}, {hi}], vocab={task.vocab}: it must return a list of `batch` "
+            "lists of token ids in [0, vocab), each of a length in prompt_len"
+        )
+    return InputSet(name, [[int(t) for t in p] for p in prompts], int(new_tokens))
+
+
+def _shape_problem(prompts, batch: int, lo: int, hi: int, vocab: int) -> str | None:
+    try:
+        rows = list(prompts)
+    except TypeError:
+        return f"a {type(prompts).__name__}, not a list"
+    if len(rows) != batch:
+        return f"{len(rows)} prompts, not {batch}"
+    for i, row in enumerate(rows):
+        try:
+            ids = list(row)
+        except TypeError:
+            return f"prompt {i} as a {type(row).__name__}, not a list of ids"
+        if not lo <= len(ids) <= hi:
+            return f"prompt {i} of length {len(ids)}"
+        for t in ids:
+            if isinstance(t, bool) or not isinstance(t, int | np.integer) or not 0 <= t < vocab:
+                return f"prompt {i} holding {t!r}"
+    return None
+
+
+def check_inputs(task: DictConfig) -> str | None:
+    """Why the task's input generator is unusable, tried on a tiny draw (two prompts in the
+    first case's lengths), or None. Run when a config is composed, before any folder is made."""
+    prompt_len = task.cases[0].prompt_len if task.cases else [1, 4]
+    try:
+        draw_set(task, 0, "check", 2, prompt_len, 1)
+    except TaskInputError as exc:
+        return str(exc)
+    return None
 
 
 def batch_sizes(task: DictConfig) -> list[int]:
@@ -176,6 +242,16 @@ def _secret(root: Path) -> int:
 
 
 def home_path(cfg: DictConfig) -> Path:
+    """The private folder of this task version: ``<private_dir>/<task name>-<fingerprint>``.
+
+    Raises:
+        TaskInputError: a task name that is not one path component (it would leave the folder).
+    """
+    from tasks.folder import task_name_problem
+
+    problem = task_name_problem(cfg.task.name)
+    if problem:
+        raise TaskInputError(f"{task_root(cfg.task) / 'task.yaml'}: {problem}")
     base = Path(cfg.judge.private_dir)
     if not base.is_absolute():
         base = Path.cwd() / base
@@ -187,16 +263,20 @@ def setup(cfg: DictConfig, progress: Progress = _quiet) -> JudgeHome:
     stored sets of ``cfg.judge.sets_seed`` (made on first use: the baseline run over them)."""
     root = home_path(cfg)
     sets_seed = int(cfg.judge.get("sets_seed") or 0)
+    problem = check_inputs(cfg.task)  # before anything is made (a saved config skips compose)
+    if problem:
+        raise TaskInputError(problem)
     if not (root / "setup.json").exists():
         _setup_home(cfg, root, progress)
     target = sets_dir(root, sets_seed)
     if not target.exists():
         progress(f"judge setup: stored sets for sets_seed={sets_seed}")
+        # The secret and the sets seed together: knowing the run's seed alone reveals nothing.
+        # Drawn before any folder is made: a failing generator leaves nothing half made.
+        sets = plan_inputs(cfg, derive_seed(_secret(root), f"sets:{sets_seed}"))
         staging = target.with_name(target.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        # The secret and the sets seed together: knowing the run's seed alone reveals nothing.
-        sets = plan_inputs(cfg, derive_seed(_secret(root), f"sets:{sets_seed}"))
         (staging / "inputs.json").write_text(
             json.dumps({s.name: {"prompts": s.prompts, "new_tokens": s.new_tokens} for s in sets})
         )

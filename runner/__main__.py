@@ -2,6 +2,8 @@
 
 python -m runner arm=swarm | arm=solo | experiment=swarm_vs_solo [budget.minutes=N] [seed=S]
 python -m runner arm=continuation from_run=DIR
+python -m runner task=decode_cpu | task=PATH/TO/TASK_FOLDER   (a folder holding task.yaml)
+python -m runner -m experiment=swarm_vs_solo task=decode_cpu,decode_c
 python -m runner -m experiment=swarm_vs_solo seed=1,2,3
 python -m runner resume=DIR
 """
@@ -16,9 +18,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from runner.config import register_configs
+from runner.config import quote_verbatim, register_configs
 from runner.experiment import resume_experiment, start_experiment
+from runner.settings import refuse
 from runner.sweep import pending_sweep_status, run_job
+from tasks.folder import TaskFolderError, resolve_task_overrides
 
 register_configs()
 # Hydra's main returns nothing in a single run: the job's exit status is kept here.
@@ -42,6 +46,12 @@ def entry(argv: list[str]) -> int:
     resume = [a for a in argv if a.startswith("resume=")]
     if resume:
         return resume_experiment(Path(resume[0].split("=", 1)[1]).resolve())
+    # task=PATH: the folder's task.yaml becomes a `task` option before Hydra parses the
+    # command line (tasks/folder.py); a folder that cannot be used is one line, exit 2.
+    try:
+        sys.argv[1:] = quote_verbatim(resolve_task_overrides(argv))
+    except TaskFolderError as exc:
+        refuse([str(exc)])
     try:
         main()
     finally:

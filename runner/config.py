@@ -128,6 +128,31 @@ def _job_minutes(minutes: float, drain_minutes: float, margin: float = 30) -> in
     return math.ceil(float(minutes) + float(drain_minutes) + float(margin))
 
 
+# Paths given as they are: a folder's name may hold characters Hydra's lexer refuses (~ ^ ...).
+VERBATIM_KEYS = ("from_run",)
+
+
+def quote_verbatim(overrides: list[str]) -> list[str]:
+    """``overrides`` with each ``from_run=`` value that Hydra's override lexer would refuse
+    quoted, so any path can be given as it is (values it parses, sweeps included, stay)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    out = []
+    for item in overrides:
+        key, eq, value = item.partition("=")
+        if eq and key in VERBATIM_KEYS:
+            try:
+                parser.parse_overrides([item])
+            except HydraException:
+                quote = "'" if "'" not in value else '"'
+                if quote not in value:
+                    item = f"{key}={quote}{value}{quote}"
+        out.append(item)
+    return out
+
+
 def register_configs() -> None:
     """Schemas into Hydra's ConfigStore, and the ``arm_names`` and ``job_minutes`` resolvers
     (idempotent)."""

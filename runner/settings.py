@@ -22,8 +22,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from judge.api import task_problems
 from judge.config import judge_problems
-from tasks.schema import task_root
 
 EXIT_BAD_SETTINGS = 2
 ARM_STARTS = ("master", "champion")
@@ -165,11 +165,14 @@ def settings_problems(cfg: DictConfig) -> list[str]:
     if not str(cfg.agent.image).strip():
         problems.append("agent.image='': name the agents' image")
     problems += judge_value_problems(cfg.judge)
-    root = task_root(cfg.task)
-    if not (root / cfg.task.template).is_dir():
-        problems.append(
-            f"task.root={cfg.task.root}: no task template at {root / cfg.task.template}"
-        )
+    # The task folder: required fields, its kind, template and input generator (a tiny draw).
+    problems += task_problems(cfg.task)
+    # Seats naming a direction the task lacks; agent=scripted on a task with no move library.
+    from arms.directions import direction_problems
+    from runner.seats import scripted_problem
+
+    problems += direction_problems(cfg)
+    problems += [p for p in [scripted_problem(cfg)] if p]
     return problems
 
 
@@ -229,6 +232,8 @@ def swept_keys(overrides: list[str]) -> set[str]:
 
 
 def _is_group(key: str) -> bool:
+    from tasks.folder import GROUP
     from tasks.schema import PROJECT_ROOT
 
-    return (PROJECT_ROOT / "conf" / key).is_dir()
+    # The task group's options are task folders (tasks/folder.py), not files under conf/.
+    return key.lstrip("+~") == GROUP or (PROJECT_ROOT / "conf" / key).is_dir()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omegaconf import MISSING
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -79,22 +81,27 @@ class DirectionConfig:
 
 @dataclass
 class TaskConfig:
-    """A task: where its files are and what the judge runs on it.
+    """A task: where its files are and what the judge runs on it (docs/tasks.md).
 
-    Paths are relative to the task's ``root`` folder, itself relative to the project root.
+    A task is a folder holding ``task.yaml``; ``root`` is that folder's absolute path, set by
+    the loader (``tasks.folder``), never written in the file. Other paths are relative to it.
     ``serve`` and ``build`` are argv lists run inside the sandbox from the candidate's tree;
     ``{python}`` stands for the sandbox's interpreter.
+
+    Fields set to ``MISSING`` are required: a task that leaves one out is refused with one line
+    (no field silently falls back to another task's value).
     """
 
-    name: str = "decode_cpu"
-    root: str = "tasks/decode_cpu"
+    name: str = MISSING
+    root: str = MISSING
     # The task kind (judge.kinds registry): its stages, checks, metric and generated mutants.
-    kind: str = "decode"
-    template: str = "template"
+    kind: str = MISSING
+    template: str = MISSING
     mutants: str = "mutants.yaml"
     reference: str = "reference/solution.patch"
-    # "module:function" making hidden prompts: f(seed, batch, prompt_len, vocab) -> list[list[int]]
-    inputs: str = "tasks.decode_cpu.inputs:make_prompts"
+    # "FILE.py:FUNCTION" of the task folder, loaded from that file (never imported by name):
+    # f(seed, batch, prompt_len, vocab) -> list of `batch` lists of token ids.
+    inputs: str = MISSING
     # Large read-only inputs (weights): name -> path (relative to the task folder); hashed,
     # mounted read-only at /assets/<name> in sandboxes and agent containers, never copied.
     assets: dict[str, str] = field(default_factory=dict)
@@ -108,12 +115,14 @@ class TaskConfig:
     directions: list[DirectionConfig] = field(default_factory=list)
     # The scripted agents' move library (a folder of the task), if it has one.
     moves: str | None = "moves"
-    frozen: list[str] = field(default_factory=list)
+    # Any byte changed, file added or removed here is a REJECT: say `frozen: []` to have none.
+    frozen: list[str] = MISSING
     package_names: list[str] = field(default_factory=list)
-    serve: list[str] = field(default_factory=lambda: ["{python}", "-I", "-B", "harness/serve.py"])
+    serve: list[str] = MISSING
     build: list[str] | None = None
-    vocab: int = 4096
-    cases: list[CaseConfig] = field(default_factory=list)
+    # Token ids lie in [0, vocab) (the decode kind's inputs and outputs).
+    vocab: int = MISSING
+    cases: list[CaseConfig] = MISSING
     alternating: AlternatingConfig = field(default_factory=AlternatingConfig)
     timing: TimingConfig = field(default_factory=TimingConfig)
     b1: B1Config = field(default_factory=B1Config)
@@ -121,6 +130,7 @@ class TaskConfig:
 
 
 def task_root(task: TaskConfig) -> Path:
-    """The task's folder as an absolute path (relative roots are taken from the project)."""
+    """The task's folder as an absolute path (a relative root, in configs saved before task
+    folders, is taken from the project)."""
     root = Path(task.root)
     return root if root.is_absolute() else PROJECT_ROOT / root

@@ -113,7 +113,7 @@ def test_evaluate_reference_by_hand_passes_at_twice_the_baseline(overrides, muta
         (["candidate=/no/such/path"], "does not exist"),
         (["candidate={tmp}"], "is not a git repository"),
         (["candidate={repo}@no-such-ref"], "does not exist in"),
-        (["task=no_such_task", "candidate={repo}"], "Could not find 'task/no_such_task'"),
+        (["task=no_such_task", "candidate={repo}"], "task=no_such_task: no bundled task"),
         (["candidate={repo}", "judge.prefill_cap_factr=2"], "prefill_cap_factr"),
     ],
 )

@@ -359,7 +359,7 @@ def test_dead_moves_and_sweeps_are_correct(tmp_path) -> None:
 
 
 def test_rule_moves_are_rejected_by_the_judges_integrity_check(tmp_path) -> None:
-    task = yaml.safe_load((ROOT / "conf" / "task" / "decode_cpu.yaml").read_text())
+    task = yaml.safe_load((ROOT / "tasks" / "decode_cpu" / "task.yaml").read_text())
     frozen, own = list(task["frozen"]), list(task["package_names"])
     reference = zone_hashes(TEMPLATE, frozen)
     check_integrity(TEMPLATE, frozen, reference, own)  # the template itself is fine
