@@ -37,7 +37,12 @@ def _sha(text: str) -> str:
 
 
 def render_prompt(
-    role: str, agent: str, deadline: float, direction: str = "", solo: bool = False
+    role: str,
+    agent: str,
+    deadline: float,
+    direction: str = "",
+    solo: bool = False,
+    direction_text: str = "",
 ) -> RenderedPrompt:
     """The prompt for one seat.
 
@@ -47,6 +52,8 @@ def render_prompt(
         deadline: The run's deadline, seconds since the epoch.
         direction: A worker's starting direction (empty: none).
         solo: True when the worker has no teammates (the board is then its own log).
+        direction_text: What the direction means, from the task's ``directions`` (empty:
+            the name alone).
 
     Returns:
         The rendered text and its hashes.
@@ -64,11 +71,7 @@ def render_prompt(
         role_words="coding agent working alone" if solo else "coding agent on a team",
         deadline=local,
         deadline_utc=utc,
-        direction_line=(
-            f"\nStart with this direction: {direction}. It is a starting point, not a fence.\n"
-            if direction
-            else ""
-        ),
+        direction_line=_direction_line(direction, direction_text),
         board_words=(
             "You are alone: the board is your own public log."
             if solo
@@ -76,6 +79,13 @@ def render_prompt(
         ),
     )
     return RenderedPrompt(role, text, _sha(text), _sha(template))
+
+
+def _direction_line(direction: str, text: str) -> str:
+    if not direction:
+        return ""
+    what = f"{direction} ({text.strip().rstrip('.')})" if text.strip() else direction
+    return f"\nStart with this direction: {what}. It is a starting point, not a fence.\n"
 
 
 def _deadline_words(deadline: float) -> dict[str, str]:

@@ -26,11 +26,14 @@ class SeatConfig:
 @dataclass
 class ArmConfig:
     """A team setting. ``start``: ``master`` (the task template) or ``champion`` (the best
-    PASS of ``from_run``, for a round-two continuation)."""
+    PASS of ``from_run``, for a round-two continuation). ``task_directions``: its workers
+    without a direction of their own take the task's ``directions``, in order
+    (``arms/directions.py``)."""
 
     name: str
     seats: list[SeatConfig] = field(default_factory=list)
     start: str = "master"
+    task_directions: bool = False
 
 
 @dataclass

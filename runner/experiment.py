@@ -21,6 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from arms.directions import direction_texts, seat_directions
 from isolation import DockerUnavailable, docker_client
 from isolation.backends import AgentSpec, get_backend
 from isolation.gitutil import template_repo
@@ -45,12 +46,15 @@ from runner.events import EventLog
 from runner.gateway import Gateway, fair_key
 from runner.progress import Progress
 from runner.seats import (
+    SCRIPTED,
     SeatProxy,
     client_meta,
     real_seat,
     record_prompts,
+    scripted_env,
     seat_problem,
     seat_proxy,
+    task_moves,
 )
 from runner.settings import settings_problems
 from runner.summary import format_summary, summarize, write_summary
@@ -308,12 +312,14 @@ def agent_specs(
     home: JudgeHome,
     proxied: SeatProxy | None = None,
 ) -> list[AgentSpec]:
-    moves = task_root(cfg.task) / "moves"
     mounts = {
         str(AGENTS_DIR): "/opt/swarmlab/agents",
         str(AGENTS_DIR / "tools"): "/opt/swarmlab/bin",
     }
-    if moves.is_dir():
+    # The scripted agent's move library and task card; a real agent sees neither.
+    moves = task_moves(cfg.task) if cfg.agent.kind == SCRIPTED else None
+    card = scripted_env(cfg) if moves is not None else {}
+    if moves is not None:
         mounts[str(moves)] = "/opt/swarmlab/moves"
     root = os.geteuid() == 0
     specs = []
@@ -340,6 +346,7 @@ def agent_specs(
                         "SWARMLAB_ARM": arm.name,
                         "SWARMLAB_ROLE": ws.role,
                         "SWARMLAB_DEADLINE": f"{deadline:.0f}",
+                        **card,
                     },
                     image=cfg.agent.image,
                     cpuset=agent_cpuset(cfg),
@@ -393,7 +400,9 @@ class Run:
         run_id = f"{cfg.experiment}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         arms = []
         for arm in cfg.arms.values():
-            seats = [Seat(s.name, s.role, s.direction) for s in arm.seats]
+            # Workers without a direction of their own take the task's, in order.
+            directions = seat_directions(cfg.task, arm)
+            seats = [Seat(s.name, s.role, d) for s, d in zip(arm.seats, directions, strict=True)]
             uid = 1000 if os.geteuid() == 0 else None
             arms.append(
                 prepare_arm(self.run_dir, arm.name, source, commit, seats, uid, uid, quota=quota)
@@ -412,8 +421,7 @@ class Run:
             scripted=bool(cfg.agent.scripted),
             arms=[a.name for a in arms],
             seats={
-                a.name: [[s.name, s.role, s.direction] for s in cfg.arms[a.name].seats]
-                for a in arms
+                a.name: [[s.name, s.role, s.direction] for s in a.agents.values()] for a in arms
             },
             started_at=started,
             deadline=deadline,
@@ -426,7 +434,10 @@ class Run:
             config=OmegaConf.to_container(cfg, resolve=True),
         )
         if cfg.agent.get("client"):  # each seat's prompt: hashes here, text beside its folders
-            self.events.set_meta(client=client_meta(cfg), prompts=record_prompts(arms, deadline))
+            self.events.set_meta(
+                client=client_meta(cfg),
+                prompts=record_prompts(arms, deadline, direction_texts(cfg.task)),
+            )
         say(f"run {run_id}: {', '.join(a.name for a in arms)} until {clock(deadline)}")
         try:
             return self.supervise(backend, home, arms, run_id, deadline, first_event="started")

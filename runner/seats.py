@@ -19,6 +19,7 @@ the key and the vendor's base URL.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -28,17 +29,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from agents.clients import Client, ClientMissing, KeyMissing, get_client, model_network
+from arms.directions import direction_texts
 from arms.prompts import RenderedPrompt, render_keep_going, render_prompt
 from isolation.backends import AgentSpec
 from isolation.host_firewall import HostFirewall, firewall_problem
 from isolation.workspace import AgentWorkspace, ArmWorkspace
 from runner.events import EventLog
 from runner.model_proxy import ModelProxy
+from tasks.schema import task_root
 
 PROMPT_FILE = "prompt.md"
+# agent=scripted: the program of agents/scripted/, with the task's move library.
+SCRIPTED = "scripted"
 # agent.network=proxy: the run's own network and model proxy (runner.model_proxy).
 PROXY = "proxy"
 
@@ -62,7 +67,7 @@ def seat_problem(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> s
                 f"agent.network={PROXY} is for the seats of a vendor's CLI,"
                 f" not agent={cfg.agent.kind}"
             )
-        return None
+        return scripted_problem(cfg)
     if cfg.isolation.backend != "docker":
         return (
             f"agent={cfg.agent.kind} runs its CLI inside the agent container:"
@@ -82,6 +87,35 @@ def seat_problem(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> s
             # The value is not printed: a base URL may carry a token.
             return f"{client.base_url_env} is not an http(s) URL: the model proxy forwards to one"
     return None
+
+
+def task_moves(task: DictConfig) -> Path | None:
+    """The task's move library (``task.moves``, a folder holding ``moves.json``), or None."""
+    name = task.get("moves")
+    folder = task_root(task) / name if name else None
+    return folder if folder is not None and (folder / "moves.json").is_file() else None
+
+
+def scripted_problem(cfg: DictConfig) -> str | None:
+    """Why ``agent=scripted`` cannot play this task (it has no move library), or None."""
+    if cfg.agent.kind != SCRIPTED or task_moves(cfg.task) is not None:
+        return None
+    where = task_root(cfg.task) / (cfg.task.get("moves") or "moves") / "moves.json"
+    return (
+        f"agent=scripted plays the task's move library, and task {cfg.task.name} has none"
+        f" ({where} is missing): write one (docs/scripted-agent.md) or seat a real agent"
+    )
+
+
+def scripted_env(cfg: DictConfig) -> dict[str, str]:
+    """The scripted agent's task card (``agents.scripted.card``), for its environment: all
+    it knows of the task besides the move library."""
+    from agents.scripted.card import ENV, make_card
+    from judge.kinds import get_kind
+
+    task = OmegaConf.to_container(cfg.task, resolve=True)
+    metric = get_kind(cfg.task.kind).metric(cfg.task).to_dict()
+    return {ENV: json.dumps(make_card(task, sys.executable, metric), sort_keys=True)}
 
 
 @dataclass
@@ -183,11 +217,24 @@ def is_solo(arm: ArmWorkspace) -> bool:
     return len(arm.agents) == 1
 
 
-def seat_prompt(ws: AgentWorkspace, arm: ArmWorkspace, deadline: float) -> RenderedPrompt:
-    return render_prompt(ws.role, ws.name, deadline, ws.direction or "", solo=is_solo(arm))
+def seat_prompt(
+    ws: AgentWorkspace,
+    arm: ArmWorkspace,
+    deadline: float,
+    directions: Mapping[str, str] | None = None,
+) -> RenderedPrompt:
+    """The seat's prompt; `directions` (name -> text, :func:`arms.directions.direction_texts`)
+    says what its direction means."""
+    direction = ws.direction or ""
+    text = (directions or {}).get(direction, "")
+    return render_prompt(
+        ws.role, ws.name, deadline, direction, solo=is_solo(arm), direction_text=text
+    )
 
 
-def record_prompts(arms: list[ArmWorkspace], deadline: float) -> dict[str, dict[str, Any]]:
+def record_prompts(
+    arms: list[ArmWorkspace], deadline: float, directions: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
     """Render every seat's prompt, write its text beside the seat's folders, and return what
     the meta records: ``{arm: {seat: {role, sha256, template_sha256, version, file}}}``."""
     keep_going = render_keep_going(deadline)
@@ -195,7 +242,7 @@ def record_prompts(arms: list[ArmWorkspace], deadline: float) -> dict[str, dict[
     for arm in arms:
         out[arm.name] = {}
         for name, ws in arm.agents.items():
-            prompt = seat_prompt(ws, arm, deadline)
+            prompt = seat_prompt(ws, arm, deadline, directions)
             path = ws.root / PROMPT_FILE
             path.write_text(prompt.text)
             out[arm.name][name] = {
@@ -258,7 +305,7 @@ def real_seat(
         environ = proxied.environ(spec.arm, spec.agent, environ)
         network = proxied.network
     model = cfg.agent.get("model") or None
-    prompt = seat_prompt(spec.workspace, arm, deadline)
+    prompt = seat_prompt(spec.workspace, arm, deadline, direction_texts(cfg.task))
     fields = client.spec_fields(prompt.text, model, environ)
     resume = cfg.agent.get("resume", True)
     keep_going = render_keep_going(deadline).text

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agents.scripted.card import TaskCard
 from agents.scripted.git import Git
 from agents.scripted.library import Library
 from agents.scripted.notes import Notes, State
@@ -27,6 +28,7 @@ class Agent:
         self.direction = "any" if args.direction in ANY else args.direction
         self.seed = args.seed
         self.deadline = args.deadline
+        self.card = TaskCard.from_environ()
         self.library = Library.load(Path(args.moves))
         self.repo = env_path("REPO", "/work/repo")
         self.submissions = env_path("SUBMISSIONS", "/work/submissions.git")

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from agents.scripted.agent import Agent
-from agents.scripted.probe import PROBE_PROMPTS, PROBE_STEPS, probe
+from agents.scripted.probe import ENGINE_ENV, build, probe
 from agents.scripted.util import as_float, as_int, env_float, short
 
-FROZEN = ("harness/", "engine/config.py", "engine/weights.py")
+# Changed files that are not code: their text is not searched for patterns.
+PROSE = (".md", ".txt", ".rst")
 
 PATTERNS: list[tuple[str, str]] = [
     (
@@ -46,6 +47,7 @@ class Critic(Agent):
         self.announce()
         self.save()
         self.expected: list[list[int]] | None = None
+        self.scratch_builds: list[Path] = []
         while self.time_left() > 0 and not self.out_of_actions():
             for row in self.read_board():
                 refs = row.get("refs") or {}
@@ -88,20 +90,35 @@ class Critic(Agent):
             tar.extractall(where, filter="data")
         return where
 
+    def build_folder(self, scratch: Path, label: str) -> Path:
+        """A writable, executable folder for one tree's build: under ``$SWARMLAB_BUILD`` (an
+        agent container's ``/tmp`` is noexec), else in the scratch folder (on the host)."""
+        root = Path(os.environ.get("SWARMLAB_BUILD") or "/build")
+        if not (root.is_dir() and os.access(root, os.W_OK | os.X_OK)):
+            root = scratch
+        folder = root / f"critic-{scratch.name}-{label}"
+        self.scratch_builds.append(folder)
+        return folder
+
     def expected_probe(self, scratch: Path) -> list[list[int]] | None:
         """``master``'s output for the probe (the baseline engine), computed once."""
-        if self.expected is None:
+        if self.expected is None and self.library.probe is not None:
             tree = self.extract(self.state.master or "master", scratch / "master")
-            outcome, tokens = probe(tree, timeout=300)
+            folder = self.build_folder(scratch, "master")
+            outcome, tokens = probe(self.card, self.library.probe, tree, folder, timeout=300)
             self.expected = tokens if outcome == "ok" else None
         return self.expected
 
     def probe_commit(self, commit: str, scratch: Path) -> str:
-        """The probe's outcome for `commit` (cached): ok, a mismatch or a crash."""
+        """The probe's outcome for `commit` (cached): ok, a mismatch or a crash ("ok" when the
+        library has no probe)."""
+        if self.library.probe is None:
+            return "ok"
         if commit in self.state.probes:
             return self.state.probes[commit]
         tree = self.extract(commit, scratch / f"probe-{commit[:12]}")
-        outcome, tokens = probe(tree, timeout=120)
+        folder = self.build_folder(scratch, f"probe-{commit[:12]}")
+        outcome, tokens = probe(self.card, self.library.probe, tree, folder, timeout=120)
         if outcome == "ok":
             expected = self.expected_probe(scratch)
             if expected is not None and tokens != expected:
@@ -114,42 +131,54 @@ class Critic(Agent):
         self.state.probes[commit] = outcome
         return outcome
 
-    def check(self, tree: Path) -> tuple[bool, str]:
-        """The task's own local check, bounded."""
+    def check(self, tree: Path, scratch: Path) -> tuple[bool, str]:
+        """The task's own quick local check (the library's ``check``), after its build,
+        bounded."""
+        argv = self.library.check
+        if not argv:
+            return True, "no local check in the move library"
+        folder = self.build_folder(scratch, "tree")
+        failed = build(self.card, tree, folder, timeout=300)
+        if failed:
+            return False, failed
+        argv_text = " ".join(argv[1:3]) if len(argv) > 2 else " ".join(argv)
         timeout = env_float("SWARMLAB_CRITIC_CHECK_TIMEOUT", 600.0)
+        command = [p.replace("{python}", sys.executable) for p in self.card.argv(argv, folder)]
         try:
             done = subprocess.run(
-                [sys.executable, "-I", "-B", "harness/check.py", "--repeat", "1"],
+                command,
                 cwd=tree,
                 capture_output=True,
                 text=True,
                 timeout=timeout,
-                env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **ENGINE_ENV, "SWARMLAB_BUILD": str(folder)},
             )
-        except subprocess.TimeoutExpired:
-            return False, f"harness/check.py did not finish within {timeout:.0f} s"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return False, f"the check ({argv_text}) did not finish: {type(exc).__name__}"
         lines = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
         if done.returncode == 0:
             speed = next((ln for ln in lines if "aggregate" in ln), "")
-            return True, "check.py OK" + (f" ({speed})" if speed else "")
-        fails = [ln for ln in lines if ln.startswith("FAIL")]
-        return False, "check.py FAILED: " + ("; ".join(fails[:2]) or done.stderr.strip()[-200:])
+            return True, "local check OK" + (f" ({speed})" if speed else "")
+        fails = [ln for ln in lines if ln.startswith("FAIL")] or lines[-2:]
+        return False, "local check FAILED: " + ("; ".join(fails[:2]) or done.stderr.strip()[-200:])
 
     def inspect(self, base: str, commit: str, tree: Path) -> tuple[list[str], list[str]]:
         """Rule-sensitive patterns in what `commit` adds to `base`: (concerns, notes)."""
         found: list[str] = []
         notes: list[str] = []
         names = self.git("diff", "--name-only", base, commit).splitlines()
-        frozen = [n for n in names if n.startswith(FROZEN)]
+        frozen = [n for n in names if self.card.is_frozen(n)]
         if frozen:
             found.append("edits the frozen zone: " + ", ".join(frozen))
         top = [n for n in names if "/" not in n and n.endswith(".py")]
         if top:
             found.append("adds top-level modules (shadowing?): " + ", ".join(top))
+        # The code it adds: the files it changes outside the frozen zone, prose left out.
+        code = [n for n in names if n not in frozen and n not in top and not n.endswith(PROSE)]
+        diff = self.git("diff", "-U0", base, commit, "--", *code) if code else ""
         added = "\n".join(
-            ln[1:]
-            for ln in self.git("diff", "-U0", base, commit, "--", "engine").splitlines()
-            if ln.startswith("+") and not ln.startswith("+++")
+            ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")
         )
         for pattern, what in PATTERNS:
             if re.search(pattern, added):
@@ -159,10 +188,15 @@ class Critic(Agent):
             found.append("module-level mutable state: " + ", ".join(sorted(set(module_state))))
         attrs = set(re.findall(r"self\.(_?\w+)\s*(?::[^=]*)?=(?!=)", added))
         attrs |= set(re.findall(r"__dict__\.(?:setdefault|get)\(\"(\w+)\"", added))
-        model = tree / "engine" / "model.py"
-        text = model.read_text() if model.is_file() else ""
-        reset = re.search(r"def reset\(self\).*?(?=\n    def |\Z)", text, re.S)
-        body = reset.group(0) if reset else ""
+        # Every reset() of the tree's own code (the one that clears an attribute may be in a file
+        # the commit does not touch).
+        body = ""
+        for path in sorted(tree.rglob("*.py")):
+            if self.card.is_frozen(path.relative_to(tree).as_posix()):
+                continue
+            text = path.read_text(errors="replace")
+            for reset in re.finditer(r"def reset\(self\).*?(?=\n    def |\Z)", text, re.S):
+                body += reset.group(0)
         kept = sorted(a for a in attrs if a not in body and a not in ("seqs", "weights", "cfg"))
         derived, other = [], []
         lines = added.splitlines()
@@ -219,7 +253,7 @@ class Critic(Agent):
         scratch = Path(tempfile.mkdtemp(prefix=f"review-{commit[:12]}-", dir="/tmp"))
         try:
             tree = self.extract(commit, scratch / "tree")
-            ok, check_text = self.check(tree)
+            ok, check_text = self.check(tree, scratch)
             probe_text = self.probe_commit(commit, scratch)
             patterns, remarks = self.inspect(base, commit, tree)
             culprit = None
@@ -231,12 +265,17 @@ class Critic(Agent):
                 culprit = str(item.get("move") or "") or None
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+            for folder in self.scratch_builds:
+                shutil.rmtree(folder, ignore_errors=True)
+            self.scratch_builds = []
         finding = "bug" if (not ok or probe_text != "ok") else ("concern" if patterns else "ok")
         parts = [check_text]
-        parts.append(
-            f"long decode ({len(PROBE_PROMPTS[0])}+{PROBE_STEPS} positions, past the judge's "
-            f"lengths): {probe_text}"
-        )
+        spec = self.library.probe
+        if spec is not None:
+            parts.append(
+                f"long decode ({max(spec.prompt_lens)}+{spec.steps} positions, past the judge's "
+                f"lengths): {probe_text}"
+            )
         if culprit:
             parts.append(f"its base {short(base)} passes the probe, so the bug came with {culprit}")
         elif probe_text != "ok":

@@ -1,4 +1,5 @@
-"""The task's move library (``moves.json``): moves with their requirements, and sweeps."""
+"""The task's move library (``moves.json``): moves with their requirements, sweeps, and how the
+critic checks and probes a tree of this task (``docs/scripted-agent.md``)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,35 @@ class SweepSpec:
     why: str
 
 
+@dataclass(frozen=True)
+class ProbeSpec:
+    """A decode longer than any the judge runs: one prompt per length, ``steps`` new tokens.
+
+    The prompts are fixed token sequences below the card's vocabulary (no randomness: every
+    critic of every run probes the same).
+    """
+
+    prompt_lens: tuple[int, ...]
+    steps: int
+
+    def prompts(self, vocab: int) -> list[list[int]]:
+        steps = ((37, 11), (53, 5), (61, 3), (71, 7), (29, 13), (43, 17), (59, 19), (67, 23))
+        return [
+            [(a * i + b) % vocab for i in range(length)]
+            for (a, b), length in zip(steps, self.prompt_lens, strict=False)
+        ]
+
+
 @dataclass
 class Library:
-    """The task's moves and sweeps, read from ``moves.json``."""
+    """The task's moves and sweeps, read from ``moves.json``; ``check`` (argv, ``{python}``
+    and ``{build}`` filled in by the agent) is the task's quick local check the critic runs on
+    a PASS; ``probe`` its long decode (None: the critic does not probe)."""
 
     moves: dict[str, MoveSpec]
     sweeps: list[SweepSpec]
+    check: tuple[str, ...] | None = None
+    probe: ProbeSpec | None = None
 
     @classmethod
     def load(cls, folder: Path) -> Library:
@@ -75,7 +99,19 @@ class Library:
             )
             for s in data.get("sweeps", [])
         ]
-        return cls(moves, sweeps)
+        probe = data.get("probe")
+        if probe and not 0 < len(probe["prompt_lens"]) <= 8:
+            raise ValueError("moves.json: a probe has one to eight prompts")
+        return cls(
+            moves,
+            sweeps,
+            check=tuple(data["check"]) if data.get("check") else None,
+            probe=(
+                ProbeSpec(tuple(int(n) for n in probe["prompt_lens"]), int(probe["steps"]))
+                if probe
+                else None
+            ),
+        )
 
     def ordered(self, names: list[str]) -> list[MoveSpec]:
         """Moves by how much they build on, then in library order: first steps first."""

@@ -29,7 +29,7 @@ class Attempt:
     commit: str | None = None
     submission: int | None = None
     x: float | None = None
-    tok_s: float | None = None
+    score: float | None = None  # the judge's metric (the task card's unit)
     reason: str | None = None
     kept: bool = False
     tree: str | None = None  # the commit's tree: what the judge scores
@@ -79,7 +79,10 @@ class State:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> State:
         data = dict(data)
-        data["attempts"] = [Attempt(**a) for a in data.get("attempts", [])]
+        fields = set(Attempt.__dataclass_fields__)
+        data["attempts"] = [
+            Attempt(**{k: v for k, v in a.items() if k in fields}) for a in data.get("attempts", [])
+        ]
         data["passes"] = [Pass(**p) for p in data.get("passes", [])]
         data["others"] = [Pass(**p) for p in data.get("others", [])]
         known = set(cls.__dataclass_fields__)

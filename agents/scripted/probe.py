@@ -1,4 +1,6 @@
-"""The critic's probe: one engine served in a scratch tree, a decode longer than the judge's."""
+"""The critic's probe: one engine (the task's ``serve``, after its ``build``) run in a scratch
+tree, speaking the decode kind's JSON lines (``docs/engine-protocol.md``), asked for a decode
+longer than any the judge runs."""
 
 from __future__ import annotations
 
@@ -6,30 +8,31 @@ import json
 import os
 import queue
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-# A decode longer than any the judge runs: 40 + 100 positions, past the KV cache's first 128.
-PROBE_PROMPTS = [[(37 * i + 11) % 4096 for i in range(40)], [(53 * i + 5) % 4096 for i in range(9)]]
-PROBE_STEPS = 100
+from agents.scripted.card import TaskCard
+from agents.scripted.library import ProbeSpec
+
+# One BLAS thread, as the judge runs engines (and the critic shares its CPUs with its arm).
+ENGINE_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
 class Serve:
-    """One engine (``python -I -B harness/serve.py``) in a scratch tree, with timeouts."""
+    """One engine (the card's ``serve`` argv) in a scratch tree, with timeouts."""
 
-    def __init__(self, tree: Path, timeout: float) -> None:
+    def __init__(self, argv: list[str], tree: Path, timeout: float, folder: Path) -> None:
         self.timeout = timeout
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "harness/serve.py"],
+            argv,
             cwd=tree,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
             bufsize=1,
-            env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+            env={**os.environ, **ENGINE_ENV, "SWARMLAB_BUILD": str(folder)},
         )
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -59,15 +62,48 @@ class Serve:
             self.proc.wait()
 
 
-def probe(tree: Path, timeout: float) -> tuple[str, list[list[int]] | None]:
-    """A batched decode of PROBE_STEPS on PROBE_PROMPTS: ("ok", tokens) or (what failed, None)."""
-    engine = Serve(tree, timeout)
+def build(card: TaskCard, tree: Path, folder: Path, timeout: float) -> str | None:
+    """Run the task's ``build`` (if it has one) from `tree` into `folder`, as the judge does
+    (``{build}`` and ``$SWARMLAB_BUILD`` name the folder): None, or what failed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not card.build:
+        return None
     try:
-        for message in ({"op": "load"}, {"op": "prefill", "prompts": PROBE_PROMPTS}):
+        done = subprocess.run(
+            card.argv(card.build, folder),
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **ENGINE_ENV, "SWARMLAB_BUILD": str(folder)},
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"build failed: {type(exc).__name__}: {exc}"[:300]
+    if done.returncode != 0:
+        return f"build failed ({done.returncode}): {(done.stdout + done.stderr).strip()[-200:]}"
+    return None
+
+
+def probe(
+    card: TaskCard, spec: ProbeSpec, tree: Path, folder: Path, timeout: float
+) -> tuple[str, list[list[int]] | None]:
+    """A batched decode of ``spec.steps`` on ``spec``'s prompts by `tree`'s engine, built into
+    `folder`: ("ok", tokens) or (what failed, None)."""
+    failed = build(card, tree, folder, timeout)
+    if failed:
+        return failed, None
+    try:
+        engine = Serve(card.argv(card.serve, folder), tree, timeout, folder)
+    except OSError as exc:
+        return f"crash: {type(exc).__name__}: {exc}"[:300], None
+    try:
+        prompts = spec.prompts(card.vocab)
+        for message in ({"op": "load"}, {"op": "prefill", "prompts": prompts}):
             reply = engine.ask(message)
             if not reply.get("ok"):
                 return f"{message['op']} failed: {reply.get('error')}", None
-        reply = engine.ask({"op": "decode", "steps": PROBE_STEPS})
+        reply = engine.ask({"op": "decode", "steps": spec.steps})
         if not reply.get("ok"):
             return f"crash: {reply.get('error')}", None
         return "ok", reply["tokens"]

@@ -417,15 +417,15 @@ class Worker(Agent):
         metrics = verdict.get("metrics") or {}
         attempt.outcome = str(verdict.get("verdict"))
         attempt.reason = verdict.get("reason")
-        attempt.x, attempt.tok_s = (
+        attempt.x, attempt.score = (
             as_float(metrics.get("x_baseline")),
-            as_float(metrics.get("tok_s")),
+            as_float(metrics.get("score")),
         )
         base, commit = attempt.base, attempt.commit or ""
         moves = self.git.moves_in(commit) if commit else []
         if attempt.outcome == "PASS" and attempt.x is not None:
             text = (
-                f"PASS {attempt.x:.2f}x ({attempt.tok_s or 0:.1f} tok/s): {label} on "
+                f"PASS {attempt.x:.2f}x ({attempt.score or 0:.1f} {self.card.unit}): {label} on "
                 f"{short(base)} ({self.state.base_x:.2f}x) -> {short(commit)}, submission "
                 f"{attempt.submission}"
             )
@@ -443,7 +443,7 @@ class Worker(Agent):
                 "verdict": attempt.outcome,
                 "reason": attempt.reason,
                 "x_baseline": attempt.x,
-                "tok_s": attempt.tok_s,
+                "score": attempt.score,
                 "commit": commit,
                 "submission": attempt.submission,
                 "move": label,

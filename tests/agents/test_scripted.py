@@ -26,10 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from omegaconf import OmegaConf
 
+from agents.scripted.card import ENV as CARD_ENV
+from agents.scripted.card import make_card
 from isolation.backends import TOOLS_DIR, agent_paths
 from isolation.gitutil import GitError, git
 from isolation.workspace import ArmWorkspace, Seat, prepare_arm, template_repo
+from judge.kinds import get_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED = ROOT / "agents" / "scripted"
@@ -82,7 +87,7 @@ class StandIn:
                     return {"verdict": "WRONG", "reason": move["reason"], "detail": name}
                 x *= {"good": 1.35, "dead": 0.96, "wrong": 1.01}[move["kind"]]
         return {"verdict": "PASS", "reason": None, "detail": "",
-                "metrics": {"x_baseline": round(x, 4), "tok_s": round(600 * x, 1)}}  # fmt: skip
+                "metrics": {"x_baseline": round(x, 4), "score": round(600 * x, 1)}}  # fmt: skip
 
     def publish(self, agent: str, number: int, commit: str) -> None:
         git("update-ref", f"refs/submissions/{agent}/{number}", commit, cwd=self.arm.submissions)
@@ -145,6 +150,14 @@ def make_arm(tmp_path: Path, seats: list[Seat], name: str = "swarm") -> ArmWorks
     return prepare_arm(tmp_path / "run", name, source, start, seats)
 
 
+def task_card(task: Path = TASK) -> str:
+    """The card the runner hands a scripted agent of this task (runner.seats.scripted_env)."""
+    config = yaml.safe_load((task / "task.yaml").read_text())
+    config.pop("defaults", None)
+    metric = get_kind(config["kind"]).metric(OmegaConf.create(config)).to_dict()
+    return json.dumps(make_card(config, sys.executable, metric))
+
+
 def start_agent(
     arm: ArmWorkspace,
     name: str,
@@ -164,6 +177,7 @@ def start_agent(
         "LANG": "C.UTF-8",
         **agent_paths(ws, arm, container=False),
         "SWARMLAB_AGENT": name,
+        CARD_ENV: task_card(),
         "SWARMLAB_SCRIPTED_POLL_S": "0.1",
         "SWARMLAB_SCRIPTED_IDLE_S": "0.3",
         "SWARMLAB_CRITIC_CHECK_TIMEOUT": "120",
@@ -214,7 +228,7 @@ def commit_moves(
 
 def seed_pass(gateway: StandIn, author: str, commit: str, number: int, base: str, x: float,
               moves: list[str]) -> None:  # fmt: skip
-    refs = {"verdict": "PASS", "x_baseline": str(x), "tok_s": str(600 * x), "commit": commit,
+    refs = {"verdict": "PASS", "x_baseline": str(x), "score": str(600 * x), "commit": commit,
             "submission": str(number), "move": moves[-1], "base": base,
             "moves": ",".join(moves)}  # fmt: skip
     gateway.post(author, "worker", "result", f"PASS {x:.2f}x: {moves[-1]}", refs)

@@ -137,7 +137,10 @@ def _prompts(seed: int, batch: int, lo: int = 8, hi: int = 24) -> list[list[int]
 
 def test_library_is_well_formed() -> None:
     data = _library()
-    assert set(data) == {"moves", "sweeps"}
+    assert set(data) == {"moves", "sweeps", "check", "probe"}
+    # The critic's check and probe (docs/scripted-agent.md).
+    assert data["check"][0] == "{python}" and (TASK / "template" / data["check"][3]).is_file()
+    assert data["probe"]["steps"] > 0 and data["probe"]["prompt_lens"]
     names = [m["name"] for m in data["moves"]]
     assert len(names) == len(set(names))
     seen: set[str] = set()
