@@ -46,9 +46,10 @@ from runner.events import EventLog
 from runner.gateway import Gateway, fair_key
 from runner.progress import Progress
 from runner.seats import (
-    SCRIPTED,
+    MOVES_MOUNT,
     SeatProxy,
     client_meta,
+    plays_moves,
     real_seat,
     record_prompts,
     scripted_env,
@@ -317,10 +318,10 @@ def agent_specs(
         str(AGENTS_DIR / "tools"): "/opt/swarmlab/bin",
     }
     # The scripted agent's move library and task card; a real agent sees neither.
-    moves = task_moves(cfg.task) if cfg.agent.kind == SCRIPTED else None
+    moves = task_moves(cfg.task) if plays_moves(cfg) else None
     card = scripted_env(cfg) if moves is not None else {}
     if moves is not None:
-        mounts[str(moves)] = "/opt/swarmlab/moves"
+        mounts[str(moves)] = MOVES_MOUNT
     root = os.geteuid() == 0
     specs = []
     for arm in arms:

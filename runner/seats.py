@@ -42,8 +42,9 @@ from runner.model_proxy import ModelProxy
 from tasks.schema import task_root
 
 PROMPT_FILE = "prompt.md"
-# agent=scripted: the program of agents/scripted/, with the task's move library.
+# agent=scripted: the program of agents/scripted/, with the task's move library mounted here.
 SCRIPTED = "scripted"
+MOVES_MOUNT = "/opt/swarmlab/moves"
 # agent.network=proxy: the run's own network and model proxy (runner.model_proxy).
 PROXY = "proxy"
 
@@ -96,9 +97,15 @@ def task_moves(task: DictConfig) -> Path | None:
     return folder if folder is not None and (folder / "moves.json").is_file() else None
 
 
+def plays_moves(cfg: DictConfig) -> bool:
+    """Whether the seats run the scripted agent on the task's move library (its command names
+    the library's mount; a test's own ``agent.command`` need not)."""
+    return cfg.agent.kind == SCRIPTED and any(MOVES_MOUNT in str(p) for p in cfg.agent.command)
+
+
 def scripted_problem(cfg: DictConfig) -> str | None:
     """Why ``agent=scripted`` cannot play this task (it has no move library), or None."""
-    if cfg.agent.kind != SCRIPTED or task_moves(cfg.task) is not None:
+    if not plays_moves(cfg) or task_moves(cfg.task) is not None:
         return None
     where = task_root(cfg.task) / (cfg.task.get("moves") or "moves") / "moves.json"
     return (

@@ -122,12 +122,15 @@ def test_a_seat_naming_a_direction_the_task_lacks_is_refused() -> None:
 
 def test_scripted_on_a_task_without_a_move_library_is_refused(tmp_path) -> None:
     cfg = OmegaConf.create({
-        "agent": {"kind": "scripted"},
+        "agent": {"kind": "scripted", "command": yaml.safe_load(
+            (ROOT / "conf" / "agent" / "scripted.yaml").read_text())["command"]},
         "task": {"name": "bare", "root": str(tmp_path), "moves": "moves"},
     })  # fmt: skip
     problem = scripted_problem(cfg)
     assert problem is not None and "task bare has none" in problem
     assert str(tmp_path / "moves" / "moves.json") in problem and "\n" not in problem
+    # A command of one's own that does not play the library (a test's shell script) is fine.
+    assert scripted_problem(OmegaConf.merge(cfg, {"agent": {"command": ["sh", "-c", "x"]}})) is None
     cfg.agent.kind = "claude_code"  # a real agent needs no library
     assert scripted_problem(cfg) is None
     cfg.agent.kind = "scripted"
