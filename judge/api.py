@@ -11,7 +11,13 @@ from omegaconf.errors import OmegaConfBaseException
 
 from judge.checkout import BadInput
 from judge.config import JudgeAppConfig, judge_problems, register_configs
-from tasks.folder import TASK_FILE, TaskFolderError, resolve_task_overrides, task_name_problem
+from tasks.folder import (
+    TASK_FILE,
+    TaskFolderError,
+    name_task_files,
+    resolve_task_overrides,
+    task_name_problem,
+)
 from tasks.schema import PROJECT_ROOT, task_root
 
 CONF_DIR = PROJECT_ROOT / "conf"
@@ -40,7 +46,7 @@ def compose_judge_config(overrides: list[str]) -> DictConfig:
         cause = exc.__cause__
         if cause is not None and str(cause) not in message:
             message += ": " + " ".join(str(cause).split())
-        raise BadInput(message) from None
+        raise BadInput(name_task_files(message)) from None
     _check(cfg)
     return cfg
 

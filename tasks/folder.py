@@ -120,6 +120,7 @@ def register_task_folder(folder: Path, name: str | None = None) -> str:
 
     data = read_task_yaml(folder)
     option = name or option_name(folder)
+    _FILES[option] = Path(data["root"]) / TASK_FILE
     ConfigStore.instance().store(
         group=GROUP,
         name=option,
@@ -127,6 +128,18 @@ def register_task_folder(folder: Path, name: str | None = None) -> str:
         provider="swarmlab.tasks",
     )
     return option
+
+
+# Each registered option's task.yaml, so that Hydra's messages about an option can name the file.
+_FILES: dict[str, Path] = {}
+
+
+def name_task_files(message: str) -> str:
+    """``message`` (Hydra's, naming config options as ``task/OPTION``) with each registered
+    task option followed by the task.yaml it was read from."""
+    for option, file in _FILES.items():
+        message = message.replace(f"'task/{option}'", f"'task/{option}' ({file})")
+    return message
 
 
 def register_task_folders() -> None:
