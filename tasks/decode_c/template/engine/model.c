@@ -79,16 +79,11 @@ static int grow(Sequence *s) {
     return 0;
 }
 
-/* Attention of one row at position s->length; ALiBi: head h's score for an earlier position t
- * is lowered by slope_h * (distance), slope_h = 2**-(h+1). */
-static int attention(Sequence *s, int l, const LayerWeights *L, const double *h, double *out) {
-    double q[D_MODEL], k[KV_DIM], v[KV_DIM], mixed[D_MODEL];
-    if (matvec(&L->wq, h, q) || matvec(&L->wk, h, k) || matvec(&L->wv, h, v)) return -1;
+/* One row's attention mix for its query q at position s->length (the keys and values of this
+ * position already appended). ALiBi: head h's score for an earlier position t is lowered by
+ * slope_h * (distance), slope_h = 2**-(h+1). `scores` has room for s->length + 1 values. */
+static void attend(const Sequence *s, int l, const double *q, double *scores, double *mixed) {
     int pos = s->length;
-    memcpy(s->keys[l] + (size_t)pos * KV_DIM, k, sizeof k);
-    memcpy(s->values[l] + (size_t)pos * KV_DIM, v, sizeof v);
-    double *scores = malloc((size_t)(pos + 1) * sizeof *scores);
-    if (!scores) return -1;
     for (int head = 0; head < N_HEADS; head++) {
         int kv = head / KV_GROUP;
         const double *qh = q + head * HEAD_DIM;
@@ -114,6 +109,17 @@ static int attention(Sequence *s, int l, const LayerWeights *L, const double *h,
             for (int d = 0; d < HEAD_DIM; d++) mh[d] += p * vt[d];
         }
     }
+}
+
+/* Attention of one row: project, append this position's key and value, attend, project. */
+static int attention(Sequence *s, int l, const LayerWeights *L, const double *h, double *out) {
+    double q[D_MODEL], k[KV_DIM], v[KV_DIM], mixed[D_MODEL];
+    if (matvec(&L->wq, h, q) || matvec(&L->wk, h, k) || matvec(&L->wv, h, v)) return -1;
+    memcpy(s->keys[l] + (size_t)s->length * KV_DIM, k, sizeof k);
+    memcpy(s->values[l] + (size_t)s->length * KV_DIM, v, sizeof v);
+    double *scores = malloc((size_t)(s->length + 1) * sizeof *scores);
+    if (!scores) return -1;
+    attend(s, l, q, scores, mixed);
     free(scores);
     return matvec(&L->wo, mixed, out);
 }

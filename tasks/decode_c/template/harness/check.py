@@ -164,7 +164,7 @@ def main() -> int:
         for got_row, row in zip(got, rows, strict=True):
             if got_row != want[row]:
                 step = next(
-                    (i for i, (a, b) in enumerate(zip(got_row, want[row])) if a != b),
+                    (i for i, (a, b) in enumerate(zip(got_row, want[row], strict=False)) if a != b),
                     min(len(got_row), len(want[row])),
                 )
                 failures.append(f"{label}: row {row} differs from the baseline at step {step}")
