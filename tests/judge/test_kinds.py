@@ -71,3 +71,17 @@ def test_the_decode_kind_owns_a_throughput_metric() -> None:
     metric = get_kind("decode").metric(OmegaConf.create({"timing": {"batch": 16}}))
     assert (metric.unit, metric.higher_is_better) == ("tok/s", True)
     assert metric.label == "B=16 aggregate decode tok/s"
+
+
+def test_describe_says_the_score_in_the_kinds_unit() -> None:
+    from judge.service import describe
+    from judge.verdict import Evaluation, Verdict
+
+    latency = Metric("latency_ms", "ms", "p50 latency", higher_is_better=False)
+    metrics = {"score": 40.0, "baseline_score": 100.0, "x_baseline": 2.5}
+    evaluation = Evaluation(1, "a", "w", "c" * 40, Verdict.PASS, metrics=metrics,
+                            metric=latency.to_dict(), stages={"total": 3.0})  # fmt: skip
+    assert describe(evaluation) == "PASS 40.0 ms = 2.50x baseline [3.0 s]"
+    # A record without the kind's metric names no unit it cannot know.
+    evaluation.metric = {}
+    assert describe(evaluation) == "PASS [3.0 s]"
