@@ -30,7 +30,7 @@ TASK_YAML = yaml.safe_load((TASK / "task.yaml").read_text())
 LIBRARY = yaml.safe_load((TASK / "moves" / "moves.yaml").read_text())
 MOVES = {m["name"]: m for m in LIBRARY["moves"]}
 
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc)")
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no C compiler (gcc)")
 
 
 class Serve:
@@ -404,7 +404,7 @@ def test_numerics_edit_changes_only_the_frozen_zone() -> None:
 def test_task_yaml_names_the_build_place_and_the_toolchain() -> None:
     assert TASK_YAML["serve"] == ["{build}/serve"]
     assert "-ffp-contract=off" in TASK_YAML["build"]
-    assert TASK_YAML["toolchain"] == [["cc", "--version"]]
+    assert TASK_YAML["toolchain"] == [["gcc", "--version"]]
     assert TASK_YAML["inputs"] == "inputs.py:make_prompts"
     check = runpy.run_path(str(TEMPLATE / "harness" / "check.py"))
     assert check["BUILD"] == TASK_YAML["build"]  # the local check builds as the judge does

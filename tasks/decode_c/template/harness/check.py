@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = Path(__file__).resolve().parent / "public_expected.json"
 # The judge's build command (the task's `build`), with {build} the output folder.
 BUILD = [
-    "cc", "-std=c11", "-O2", "-ffp-contract=off", "-fno-math-errno",
+    "gcc", "-std=c11", "-O2", "-ffp-contract=off", "-fno-math-errno",
     "-o", "{build}/serve", "harness/serve.c", "engine/weights.c", "engine/model.c", "-lm",
 ]  # fmt: skip
 VOCAB = 3000
