@@ -881,6 +881,7 @@ MOVES: list[Move] = [
         "dead",
         "the argmax scan keeps the best logit in a local: the compiler already did, no faster",
         ARGMAX_REGISTER,
+        requires=("step_rows_together",),
     ),
     Move(
         "batched_prefill",
@@ -915,7 +916,7 @@ MOVES: list[Move] = [
         "wrong",
         "pads every product to 16 rows so the kernel sees one shape: B=1 does 16 rows of work",
         PAD_BATCH_TO_16,
-        requires=("step_rows_together",),
+        requires=("attn_batch_rows", "ffn_batch_rows", "head_batch_rows"),
         reason="b1_regression",
     ),
     Move(

@@ -324,6 +324,27 @@ def test_every_move_applies_and_builds_and_does_what_its_author_says(
     server.close()
 
 
+def test_good_and_dead_moves_apply_in_any_order_their_requirements_allow(tmp_path: Path) -> None:
+    """Moves of different directions edit different lines, so a worker holding another
+    direction's moves can still apply its own (plain ``git apply``, no three-way merge)."""
+    names = [m["name"] for m in LIBRARY["moves"] if m["kind"] in ("good", "dead")]
+    for first in names:
+        for second in names:
+            if first == second:
+                continue
+            tree = tmp_path / f"{first}-{second}"
+            shutil.copytree(TEMPLATE, tree)
+            applied: list[Path] = []
+            for patch in _move_patches(first) + _move_patches(second):
+                if patch not in applied:
+                    done = subprocess.run(
+                        ["git", "apply", str(patch)], cwd=tree, capture_output=True
+                    )
+                    assert done.returncode == 0, (first, second, patch.name)
+                    applied.append(patch)
+            shutil.rmtree(tree)
+
+
 def test_good_moves_make_the_reference() -> None:
     """reference/solution.patch is the template with every good move applied (in order)."""
     solution = (TASK / "reference" / "solution.patch").read_text()
