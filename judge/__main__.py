@@ -5,6 +5,9 @@
     python -m judge evaluate task=decode_cpu candidate=PATH@HEAD~1   # any git revision
     python -m judge setup task=decode_cpu              # make the private folder only
     python -m judge serve task=decode_cpu              # the queue worker (the runner starts it)
+    python -m judge setup task=PATH/TO/FOLDER          # any task folder holding task.yaml
+
+``task=`` is a bundled task's name (tasks/NAME/task.yaml) or a task folder's path (docs/tasks.md).
 
 Exit codes: 0 PASS / preflight all as expected; 1 WRONG, REJECT or a preflight mismatch;
 2 bad input (nothing queued); 3 ERROR (the judge or infrastructure failed).
