@@ -228,22 +228,23 @@ def seat_prompt(
     ws: AgentWorkspace,
     arm: ArmWorkspace,
     deadline: float,
-    directions: Mapping[str, str] | None = None,
+    directions: Mapping[str, str],
 ) -> RenderedPrompt:
     """The seat's prompt; `directions` (name -> text, :func:`arms.directions.direction_texts`)
     says what its direction means."""
     direction = ws.direction or ""
-    text = (directions or {}).get(direction, "")
+    text = directions.get(direction, "")
     return render_prompt(
         ws.role, ws.name, deadline, direction, solo=is_solo(arm), direction_text=text
     )
 
 
 def record_prompts(
-    arms: list[ArmWorkspace], deadline: float, directions: Mapping[str, str] | None = None
+    arms: list[ArmWorkspace], deadline: float, directions: Mapping[str, str]
 ) -> dict[str, dict[str, Any]]:
     """Render every seat's prompt, write its text beside the seat's folders, and return what
-    the meta records: ``{arm: {seat: {role, sha256, template_sha256, version, file}}}``."""
+    the meta records: ``{arm: {seat: {role, sha256, template_sha256, version, file}}}``.
+    `directions`: the task's (name -> text), as every seat's own prompt has them."""
     keep_going = render_keep_going(deadline)
     out: dict[str, dict[str, Any]] = {}
     for arm in arms:

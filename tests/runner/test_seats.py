@@ -15,6 +15,7 @@ from hydra import compose, initialize_config_dir
 
 from agents.clients import STAMP, get_client
 from analysis.tokens import read_usage
+from arms.directions import direction_texts
 from isolation.backends import AgentSpec
 from isolation.workspace import Seat as WorkspaceSeat
 from isolation.workspace import prepare_arm, template_repo
@@ -141,7 +142,7 @@ def test_a_claude_code_seat_gets_its_prompt_key_and_resume(fake_clients, tmp_pat
     critic = real_seat(cfg, _spec(swarm, "critic"), swarm, deadline, environ)
     assert "the critic of your arm" in critic.command[critic.command.index("-p") + 1]
 
-    prompts = record_prompts([swarm, solo], deadline)
+    prompts = record_prompts([swarm, solo], deadline, direction_texts(cfg.task))
     assert set(prompts) == {"swarm", "solo"} and set(prompts["swarm"]) == {"w1", "critic"}
     w1 = prompts["swarm"]["w1"]
     assert (run_dir / w1["file"]).read_text() == prompt
