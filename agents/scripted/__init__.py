@@ -5,8 +5,15 @@ tools a real agent uses (``submit``, ``board``, ``verdicts``; ``docs/agent-works
                                  [--deadline EPOCH]
 
 Standard library and ``git`` only: it runs inside the agent's container, with the tools on
-``PATH`` and the task's move library (``tasks/<task>/moves/``: ``moves.json`` and the patches)
-mounted read-only at ``--moves``.
+``PATH``, the task's move library (``tasks/<task>/moves/``: ``moves.json`` and the patches)
+mounted read-only at ``--moves``, and the task card in ``SWARMLAB_TASK_CARD`` (frozen zone,
+build and serve commands, vocabulary, directions: ``card.py``, ``docs/scripted-agent.md``). It
+knows no task by name.
+
+Modules, one job each: ``card`` (the task card), ``library`` (moves, sweeps, check, probe),
+``git`` (the clone), ``tools`` (``submit``, ``board``, ``verdicts``), ``notes`` (what survives a
+restart), ``agent`` (what both roles share), ``submissions`` (submitting, verdicts, settling
+after a restart), ``worker``, ``probe`` (one engine served), ``critic``, ``cli``.
 
 A **worker** loops until the deadline, on a branch ``scripted`` of its clone. It reads the
 board; when another agent posted a PASS better than its own base and that commit holds a move
@@ -38,9 +45,10 @@ the agent's name and what it reads (``random.Random(f"{seed}:{agent}")``, whose 
 in its notes).
 
 A **critic** never submits. For each new PASS a worker posts (the fastest first: it is the one
-others will build on), it fetches the commit, runs the task's local check (``python -I -B
-harness/check.py``) from a scratch copy under ``/tmp`` with a bounded timeout, probes a decode
-longer than any the judge runs (past the KV cache's first size) and compares it with
+others will build on), it fetches the commit, builds it with the task's ``build`` and runs the
+library's local check (decode_cpu's: ``python -I -B harness/check.py``) from a scratch copy
+under ``/tmp`` with a bounded timeout, probes a decode longer than any the judge runs (the
+library's ``probe``; decode_cpu's reaches past the KV cache's first size) and compares it with
 ``master``'s output, inspects the diff for rule-sensitive patterns (state kept across
 ``reset()``, caches keyed on prompts, module-level state, threads, processes, network, files
 written, the clock, frozen-zone edits, top-level modules), and posts a ``review``: ``ok``,
