@@ -137,3 +137,47 @@ def test_scripted_on_a_task_without_a_move_library_is_refused(tmp_path) -> None:
     (tmp_path / "moves").mkdir()
     (tmp_path / "moves" / "moves.json").write_text('{"moves": []}')
     assert scripted_problem(cfg) is None and task_moves(cfg.task) == tmp_path / "moves"
+
+
+# A compiled engine's stand-in: the build writes an executable into {build}; serve runs it.
+ENGINE = r"""#!{python}
+import json, sys
+rows = []
+for line in sys.stdin:
+    m = json.loads(line)
+    if m["op"] == "prefill":
+        rows = [list(p) for p in m["prompts"]]
+    if m["op"] == "decode":
+        out = [[(sum(r) + i) % 7 for i in range(m["steps"])] for r in rows]
+        print(json.dumps({"ok": True, "tokens": out}), flush=True)
+        continue
+    print(json.dumps({"ok": True}), flush=True)
+"""
+
+
+def test_the_probe_builds_the_tree_into_its_own_folder_and_runs_what_it_built(tmp_path) -> None:
+    from agents.scripted.library import ProbeSpec
+    from agents.scripted.probe import probe
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "engine.txt").write_text(ENGINE.replace("{python}", sys.executable))
+    make = (
+        "import os, shutil, sys; d = sys.argv[1]; shutil.copy('engine.txt', d + '/serve');"
+        " os.chmod(d + '/serve', 0o755)"
+    )
+    task = {"name": "compiled", "build": ["{python}", "-c", make, "{build}"],
+            "serve": ["{build}/serve"], "vocab": 50}  # fmt: skip
+    card = TaskCard.from_json(make_card(task, sys.executable))
+    spec = ProbeSpec((3, 2), 4)
+    outcome, tokens = probe(card, spec, tree, tmp_path / "build-a", timeout=60)
+    assert outcome == "ok", outcome
+    assert (tmp_path / "build-a" / "serve").is_file() and not (tree / "serve").exists()
+    prompts = spec.prompts(50)
+    assert tokens == [[(sum(p) + i) % 7 for i in range(4)] for p in prompts]
+    # A build that fails is the probe's outcome, and nothing is served.
+    broken = TaskCard.from_json(
+        make_card({**task, "build": ["{python}", "-c", "raise SystemExit(3)"]}, sys.executable)
+    )
+    outcome, tokens = probe(broken, spec, tree, tmp_path / "build-b", timeout=60)
+    assert outcome.startswith("build failed (3)") and tokens is None
