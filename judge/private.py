@@ -65,6 +65,13 @@ def load_callable(spec: str, root: Path) -> Callable:
     """
     from tasks.folder import TaskFolderError, load_task_callable
 
+    module, colon, name = spec.partition(":")
+    if colon and not module.endswith(".py") and root == PROJECT_ROOT:
+        # A config saved before task folders ("tasks.decode_cpu.inputs:make_prompts", a root
+        # inside the project): the same file, still loaded by path.
+        legacy = PROJECT_ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        if legacy.is_file():
+            spec, root = f"{legacy.name}:{name}", legacy.parent
     try:
         return load_task_callable(spec, root)
     except TaskFolderError as exc:
@@ -103,7 +110,8 @@ def draw_set(task: DictConfig, seed: int, name: str, batch: int, prompt_len, new
             token ids in ``[0, vocab)`` with lengths in ``prompt_len``.
     """
     root = task_root(task)
-    make = load_callable(task.inputs, root)
+    # A relative root: a config saved before task folders, whose inputs name a module.
+    make = load_callable(task.inputs, root if Path(task.root).is_absolute() else PROJECT_ROOT)
     file = root / str(task.inputs).partition(":")[0]
     lo, hi = (int(n) for n in prompt_len)
     try:

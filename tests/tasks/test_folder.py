@@ -231,10 +231,20 @@ def test_runner_with_a_bad_folder_is_one_line_exit_2_and_no_run_folder(tmp_path,
     assert not run_dir.exists() and not private.exists()
 
 
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+    )
+
+
 @pytest.mark.docker
-def test_judge_setup_of_a_folder_outside_the_project(tmp_path, base_image):
+def test_judge_setup_and_evaluate_of_a_folder_outside_the_project(tmp_path, base_image):
     """A real ``python -m judge setup task=FOLDER`` from a working folder outside the project:
-    the baseline is the folder's template and the stored prompts are its own generator's."""
+    the baseline is the folder's template and the stored prompts are its own generator's; then
+    ``evaluate task=FOLDER candidate=REPO@HEAD~1`` judges that revision (HEAD edits the frozen
+    harness and would be a REJECT)."""
     folder = _copy_task(tmp_path / "elsewhere" / "mytask")
     private = tmp_path / "judge"
     result = _run(
@@ -260,3 +270,24 @@ def test_judge_setup_of_a_folder_outside_the_project(tmp_path, base_image):
     first = stored["case:b2"]["prompts"]
     assert first == own(derive_seed(secret, "case:b2"), 2, (8, 24), 4096)
     assert first != bundled(derive_seed(secret, "case:b2"), 2, (8, 24), 4096)
+
+    repo = tmp_path / "cand"
+    shutil.copytree(folder / "template", repo)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "the template")
+    (repo / "harness" / "serve.py").write_text("raise SystemExit(1)\n")
+    _git(repo, "commit", "-qam", "an edit of the frozen zone")
+    result = _run(
+        "judge",
+        "evaluate",
+        "task=elsewhere/mytask",
+        f"candidate={repo}@HEAD~1",
+        f"judge.private_dir={private}",
+        "judge.hidden_seed=11",
+        cwd=tmp_path,
+        timeout=900,
+    )
+    evaluation = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (evaluation["verdict"], evaluation["label"]) == ("PASS", "HEAD~1"), result.stderr
+    assert result.returncode == 0
