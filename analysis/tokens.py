@@ -53,9 +53,24 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from agents.usage import (
+    TokenRecordError,
+    TokenUsage,
+)
+from agents.usage import UsageByModel as _Result
+from agents.usage import api_usage as _api_usage
+from agents.usage import as_dict as _dict
+from agents.usage import as_float as _float
+from agents.usage import as_int as _int
+from agents.usage import as_str as _str
+from agents.usage import gemini_usage as _gemini_usage
+from agents.usage import json_records as _records
+from agents.usage import messages_usage as _claude_usage
+from agents.usage import read_text as _read_text
 
 __all__ = [
     "FORMATS",
@@ -68,7 +83,6 @@ __all__ = [
 ]
 
 FORMATS: tuple[str, ...] = ("claude_code", "codex", "gemini", "mini_swe")
-UNKNOWN_MODEL = "unknown"
 _SUFFIXES = (".json", ".jsonl")
 # Enough lines to get past a record's metadata to a line that names its format.
 _SNIFF_LINES = 200
@@ -77,117 +91,6 @@ _COST_SOURCES = {
     "claude_code": "claude_code costUSD on the transcript lines (the CLI's own estimate)",
     "mini_swe": "mini_swe info.model_stats.instance_cost (the CLI's own LiteLLM estimate)",
 }
-
-
-class TokenRecordError(ValueError):
-    """A session record that cannot be read: unknown format, unreadable file, or no usage."""
-
-
-@dataclass
-class TokenUsage:
-    """Normalised token counts of one model in one session record.
-
-    Attributes:
-        input: Input tokens read at the full price (no cache hit, no cache write).
-        cache_read: Input tokens served from the prompt cache.
-        cache_write: Input tokens written to the prompt cache.
-        output: Every generated token, reasoning included.
-        reasoning: The part of ``output`` the record marks as reasoning (0 where it does not say).
-        model: The model name as the record spells it.
-        requests: Distinct API calls counted.
-        cost_estimate: The cost the CLI itself recorded for these calls, or None.
-    """
-
-    input: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    output: int = 0
-    reasoning: int = 0
-    model: str = UNKNOWN_MODEL
-    requests: int = 0
-    cost_estimate: float | None = None
-
-    def total(self) -> int:
-        """Return every token the calls consumed or produced."""
-        return self.input + self.cache_read + self.cache_write + self.output
-
-    def add(self, other: TokenUsage) -> None:
-        """Add ``other``'s counts, requests and cost to this one in place.
-
-        Args:
-            other: The usage to add; its model name is ignored.
-        """
-        self.input += other.input
-        self.cache_read += other.cache_read
-        self.cache_write += other.cache_write
-        self.output += other.output
-        self.reasoning += other.reasoning
-        self.requests += other.requests
-        if other.cost_estimate is not None:
-            self.cost_estimate = (self.cost_estimate or 0.0) + other.cost_estimate
-
-
-@dataclass
-class _Result:
-    usage: dict[str, TokenUsage] = field(default_factory=dict)
-    # The whole record's cost where the CLI reports it once for all models (mini-swe-agent).
-    cost_total: float | None = None
-
-    def add(self, model: str | None, usage: TokenUsage) -> None:
-        name = model or UNKNOWN_MODEL
-        self.usage.setdefault(name, TokenUsage(model=name)).add(usage)
-
-
-# -- small readers ---------------------------------------------------------------------------
-
-
-def _int(value: Any) -> int:
-    # Records are written by other programs: a missing, null or odd count reads as 0.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    return max(int(value), 0)
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise TokenRecordError(f"{path} is not a UTF-8 text file") from None
-    except OSError as exc:
-        raise TokenRecordError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _records(text: str) -> list[Any]:
-    """Return the file as one JSON document in a list, or its JSON lines."""
-    try:
-        return [json.loads(text)]
-    except ValueError:
-        pass
-    out: list[Any] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            # A CLI killed mid-write leaves a torn last line; the lines before it still count.
-            continue
-    return out
 
 
 # -- format detection ------------------------------------------------------------------------
@@ -301,21 +204,6 @@ class _ClaudeEntry:
     model: str | None
     usage: TokenUsage
     cost: float | None
-
-
-def _claude_usage(usage: dict[str, Any]) -> TokenUsage:
-    cache_write = usage.get("cache_creation_input_tokens")
-    if not isinstance(cache_write, int | float):
-        # Only the per-TTL breakdown was written: its parts add up to the cache write.
-        breakdown = _dict(usage.get("cache_creation"))
-        cache_write = sum(_int(v) for v in breakdown.values())
-    return TokenUsage(
-        input=_int(usage.get("input_tokens")),
-        cache_read=_int(usage.get("cache_read_input_tokens")),
-        cache_write=_int(cache_write),
-        output=_int(usage.get("output_tokens")),
-        requests=1,
-    )
 
 
 def _claude_entries(paths: Iterable[Path]) -> Iterator[_ClaudeEntry]:
@@ -515,19 +403,6 @@ def _gemini_messages(records: list[Any]) -> Iterator[dict[str, Any]]:
             yield obj
 
 
-def _gemini_usage(tokens: dict[str, Any]) -> TokenUsage:
-    prompt = _int(tokens.get("input"))
-    cached = min(_int(tokens.get("cached")), prompt)
-    thoughts = _int(tokens.get("thoughts"))
-    return TokenUsage(
-        input=prompt - cached + _int(tokens.get("tool")),
-        cache_read=cached,
-        output=_int(tokens.get("output")) + thoughts,
-        reasoning=thoughts,
-        requests=1,
-    )
-
-
 def _gemini_size(tokens: dict[str, Any]) -> int:
     total = _int(tokens.get("total"))
     return total or sum(_int(tokens.get(k)) for k in ("input", "output", "thoughts", "tool"))
@@ -555,45 +430,6 @@ def _read_gemini(paths: list[Path]) -> _Result:
 
 
 # -- mini-swe-agent --------------------------------------------------------------------------
-
-
-def _api_usage(usage: dict[str, Any]) -> TokenUsage:
-    """Normalise one API response's ``usage`` in any of the shapes LiteLLM passes through."""
-    if "prompt_tokens" in usage or "completion_tokens" in usage:
-        # Chat Completions (LiteLLM's common shape): prompt_tokens includes every cached token.
-        prompt_details = _dict(usage.get("prompt_tokens_details"))
-        completion_details = _dict(usage.get("completion_tokens_details"))
-        prompt = _int(usage.get("prompt_tokens"))
-        cache_read = _int(prompt_details.get("cached_tokens")) or _int(
-            usage.get("cache_read_input_tokens")
-        )
-        cache_write = _int(usage.get("cache_creation_input_tokens")) or _int(
-            prompt_details.get("cache_creation_tokens")
-        )
-        output = _int(usage.get("completion_tokens"))
-        return TokenUsage(
-            input=max(prompt - cache_read - cache_write, 0),
-            cache_read=cache_read,
-            cache_write=cache_write,
-            output=output,
-            reasoning=min(_int(completion_details.get("reasoning_tokens")), output),
-            requests=1,
-        )
-    if "input_tokens_details" in usage or "output_tokens_details" in usage:
-        # OpenAI Responses API: input_tokens includes cached_tokens.
-        given = _int(usage.get("input_tokens"))
-        cached = min(_int(_dict(usage.get("input_tokens_details")).get("cached_tokens")), given)
-        output = _int(usage.get("output_tokens"))
-        reasoning = _int(_dict(usage.get("output_tokens_details")).get("reasoning_tokens"))
-        return TokenUsage(
-            input=given - cached,
-            cache_read=cached,
-            output=output,
-            reasoning=min(reasoning, output),
-            requests=1,
-        )
-    # Anthropic Messages: input_tokens excludes the cache.
-    return _claude_usage(usage)
 
 
 def _mini_swe_calls(

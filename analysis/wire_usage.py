@@ -26,7 +26,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from analysis.tokens import TokenUsage, _api_usage, _dict, _gemini_usage
+from agents.usage import TokenUsage
+from agents.usage import api_usage as _api_usage
+from agents.usage import as_dict as _dict
+from agents.usage import gemini_usage as _gemini_usage
 
 __all__ = ["stream_error", "wire_usage"]
 
