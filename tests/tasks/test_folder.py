@@ -126,6 +126,24 @@ def test_the_runner_takes_a_task_folder(folder, tmp_path):
     assert f"root: {folder.resolve()}" in result.stdout
 
 
+def test_a_continuation_takes_a_run_folder_whatever_its_name(tmp_path):
+    """Hydra's lexer refuses ``~`` and ``^``: the runner quotes such a path for it, so the
+    settings check (not the lexer) answers, naming the path as it was given."""
+    odd = tmp_path / "run~1^2"
+    odd.mkdir()
+    result = _run(
+        "runner",
+        "arm=continuation",
+        f"from_run={odd}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        f"judge.private_dir={tmp_path / 'judge'}",
+        cwd=PROJECT_ROOT,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"from_run={odd} is not a run directory" in result.stderr, result.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_from_run_takes_any_path():
     assert quote_verbatim(["from_run=/r/a~1^2", "from_run=A,B", "seed=1"]) == [
         "from_run='/r/a~1^2'",
