@@ -30,6 +30,7 @@ from omegaconf import DictConfig
 from judge.checkout import extract_tree
 from judge.integrity import check_integrity
 from judge.kinds import get_kind
+from judge.kinds.decode_mutants import candidate_serve
 from judge.private import (
     InputSet,
     JudgeHome,
@@ -150,6 +151,7 @@ class _Run:
         self.cand: SandboxContainer | None = None
         self.base: SandboxContainer | None = None
         self.base_engine: EngineProcess | None = None
+        self.base_serve: list[str] = []
         self.workdir = self.home.evals / f"{job.id}-{job.attempts}"
         # Timing, B=1, re-check and transition-order draws come from this seed, new for every
         # evaluation (kept in the private log so an operator can replay them): no prompt that
@@ -505,6 +507,9 @@ class _Run:
                 base = pool.submit(self.sandbox.container, "baseline", self.home.baseline)
                 self.cand, self.base = cand.result(), base.result()
             serve = self.sandbox.serve_argv(list(task.serve))
+            self.base_serve = serve
+            # The judge's own generated mutants may be served through a wrapper in their tree.
+            cand_serve = self.sandbox.serve_argv(candidate_serve(self.home, self.job) or serve)
             self.base_engine = self.base.engine(serve, "baseline")
             with self.cand.frozen():
                 self.base_call({"op": "load"}, judge.load_timeout_s)
@@ -524,14 +529,14 @@ class _Run:
                         Verdict.WRONG, "build", f"build exited with {code}\n{output[-1500:]}"
                     )
         with self.stage("load"):
-            batched = self.cand.engine(serve, "batched")
+            batched = self.cand.engine(cand_serve, "batched")
             self.call(batched, {"op": "load"}, judge.load_timeout_s, "load")
         with self.stage("correctness"):
             self.correctness(batched)
         with self.stage("b1"):
-            self.b1_pairs(serve)
+            self.b1_pairs(cand_serve)
         with self.stage("alternating"):
-            self.alternating(serve)
+            self.alternating(cand_serve)
         with self.stage("timing"):
             self.timing(batched)
 
@@ -625,7 +630,7 @@ class _Run:
                 # for its whole life (measured here: a CPU hog beside the judge; per process,
                 # not per container), so pairs sharing two processes share one offset and a
                 # sign test over them convicted unmodified code (25 of 27 pairs over the limit).
-                with self.fresh_baseline(serve, f"baseline B=1 {i + 1}"):
+                with self.fresh_baseline(self.base_serve, f"baseline B=1 {i + 1}"):
                     engine = self.cand.engine(serve, f"single {i + 1}")
                     self.call(
                         engine,

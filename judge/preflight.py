@@ -44,6 +44,12 @@ class Mutant:
     # Text that must not appear in the verdict's detail (an engine's words carried out).
     detail_excludes: list[str] = field(default_factory=list)
     why: str = ""
+    # A generated mutant: edits a checkout of the template in place (instead of a patch).
+    tree: Callable[[Path], None] | None = field(default=None, compare=False, repr=False)
+    # The candidate's serve argv for this mutant (a wrapper in its tree); None: the task's.
+    serve: list[str] | None = None
+    # "generated" (the task kind derived it) or "task" (the task's mutants.yaml).
+    source: str = "task"
 
 
 @dataclass
@@ -57,6 +63,7 @@ class PreflightRow:
     seconds: float
     status: str
     detail: str
+    source: str = "task"
 
     @property
     def ok(self) -> bool:
@@ -73,12 +80,67 @@ class PreflightReport:
     b1_resolution: float
 
 
+# Keys of Mutant that only the task's kind sets (a yaml entry cannot hold a callable).
+_GENERATED_ONLY = ("tree", "source")
+
+
 def load_mutants(cfg: DictConfig) -> list[Mutant]:
+    """The task's own mutants (its ``mutants.yaml``); none when the task has no such file.
+
+    Raises:
+        FileNotFoundError: a mutants file other than the default name is named but missing.
+        ValueError: an entry that is not a mapping of Mutant's fields.
+    """
     path = task_root(cfg.task) / cfg.task.mutants
     if not path.is_file():
+        if cfg.task.mutants == "mutants.yaml":
+            return []  # a task may have no mutants of its own: its kind's generated ones
         raise FileNotFoundError(f"task {cfg.task.name}: mutants file {path} does not exist")
     entries = yaml.safe_load(path.read_text()) or []
-    return [Mutant(**entry) for entry in entries]
+    known = set(Mutant.__dataclass_fields__) - set(_GENERATED_ONLY)
+    mutants = []
+    for entry in entries:
+        bad = sorted(set(entry) - known) if isinstance(entry, dict) else ["(not a mapping)"]
+        if bad:
+            raise ValueError(f"{path}: mutant entry {entry!r}: unknown keys {', '.join(bad)}")
+        mutants.append(Mutant(**entry))
+    return mutants
+
+
+def catalogue(cfg: DictConfig) -> list[Mutant]:
+    """The kind's generated mutants, then the task's own; a task's entry of the same name
+    replaces the generated one (a task may restate an expectation)."""
+    from judge.kinds import get_kind
+
+    own = load_mutants(cfg)
+    names = {m.name for m in own}
+    kind = get_kind(cfg.task.kind)
+    return [m for m in kind.generated_mutants(cfg) if m.name not in names] + own
+
+
+def _is_unmodified_pass(m: Mutant) -> bool:
+    return m.expect == "PASS" and not m.patch and m.tree is None and m.serve is None
+
+
+def catalogue_problem(cfg: DictConfig, mutants: list[Mutant]) -> str | None:
+    """Why ``mutants`` cannot vouch for the judge, or None: it must hold an unmodified PASS
+    and, for each of the kind's checks, a mutant that check must catch."""
+    from judge.kinds import get_kind
+
+    kind = get_kind(cfg.task.kind)
+    required = getattr(kind, "required_reasons", lambda task: [])(cfg.task)
+    held = {f"{m.expect} ({m.reason})" for m in mutants if m.reason}
+    missing = [r for r in required if r not in held]
+    if not any(_is_unmodified_pass(m) for m in mutants):
+        missing.insert(0, "PASS (an unmodified copy)")
+    if not mutants:
+        return f"task {cfg.task.name}: no mutants at all (an empty catalogue proves nothing)"
+    if missing:
+        return (
+            f"task {cfg.task.name}: the mutant catalogue holds no {'; no '.join(missing)}:"
+            f" add them to {task_root(cfg.task) / cfg.task.mutants}"
+        )
+    return None
 
 
 def expectation(m: Mutant) -> str:
@@ -140,6 +202,8 @@ def build_mutant_repo(
     returns (its path, {name: sha})."""
     root = home.root / "mutants"
     shutil.rmtree(root, ignore_errors=True)
+    serve_file = home.root / "mutant-serve.json"
+    serve_file.unlink(missing_ok=True)
     root, base = template_repo(
         task_root(cfg.task) / cfg.task.template, root, author=_AUTHOR, message="template"
     )
@@ -156,10 +220,17 @@ def build_mutant_repo(
                 raise ValueError(
                     f"mutant {m.name}: patch {patch} does not apply: {exc.stderr.strip()}"
                 ) from None
+        if m.tree is not None:
+            m.tree(root)
         shas[m.name] = commit_all(root, f"mutant {m.name}", _AUTHOR)
         # A branch per mutant keeps it reachable: `candidate=DIR@mutant/NAME` works by hand.
         repo.git.update_ref(f"refs/heads/mutant/{m.name}", shas[m.name])
     repo.git.checkout("-q", "-f", base)
+    # Written only by the judge, beside its own repository: the evaluator serves these commits
+    # (and no other) through their wrapper (judge.kinds.decode_mutants.candidate_serve).
+    serve_file.write_text(
+        json.dumps({shas[m.name]: list(m.serve) for m in mutants if m.serve}, indent=1)
+    )
     return root, shas
 
 
@@ -189,7 +260,10 @@ def run_preflight(
     progress: Progress | None = None,
 ) -> PreflightReport:
     """Score every mutant (or those in ``only``) through the judge's own queue."""
-    mutants = load_mutants(cfg)
+    mutants = catalogue(cfg)
+    problem = catalogue_problem(cfg, mutants)
+    if problem:
+        raise ValueError(problem)
     if only:
         unknown = sorted(set(only) - {m.name for m in mutants})
         if unknown:
@@ -210,7 +284,13 @@ def run_preflight(
     )
     rows = [
         PreflightRow(
-            m.name, expectation(m), describe(e), e.stages.get("total", 0.0), status(m, e), e.detail
+            m.name,
+            expectation(m),
+            describe(e),
+            e.stages.get("total", 0.0),
+            status(m, e),
+            e.detail,
+            m.source,
         )
         for m, e in zip(mutants, results, strict=True)
     ]
@@ -218,7 +298,7 @@ def run_preflight(
     tolerated = cfg.judge.b1_unresolved == "warn"
     report = PreflightReport(
         rows=rows,
-        ok=all(r.ok or (r.status == "UNRESOLVED" and tolerated) for r in rows),
+        ok=bool(rows) and all(r.ok or (r.status == "UNRESOLVED" and tolerated) for r in rows),
         note=resolution_note(rows, results) if unresolved else "",
         b1_resolution=max((e.metrics.get("b1_resolution", 0.0) for e in results), default=0.0),
     )
@@ -252,8 +332,8 @@ def passed_preflight(cfg: DictConfig, home: JudgeHome) -> bool:
 
 
 def format_table(rows: list[PreflightRow]) -> str:
-    headers = ("mutant", "expected", "got", "seconds", "")
-    body = [(r.mutant, r.expected, r.got, f"{r.seconds:.1f}", r.status) for r in rows]
+    headers = ("mutant", "source", "expected", "got", "seconds", "")
+    body = [(r.mutant, r.source, r.expected, r.got, f"{r.seconds:.1f}", r.status) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *body, strict=True)]
     lines = [
         "  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()

@@ -34,4 +34,12 @@ class DecodeKind:
         return Evaluator(cfg, home)
 
     def generated_mutants(self, cfg: DictConfig) -> list[Mutant]:
-        return []
+        from judge.kinds.decode_mutants import generated
+
+        return generated(cfg)
+
+    def required_reasons(self, task: DictConfig) -> list[str]:
+        """The verdicts a preflight catalogue must hold once each (one per check)."""
+        from judge.kinds.decode_mutants import required_reasons
+
+        return required_reasons(task)

@@ -1,0 +1,271 @@
+"""The decode kind's generated mutants: derived from the task itself, no hand-written patch.
+
+Language-agnostic: none of them edits the engine's source. The frozen-zone ones change the
+tree (a byte of a frozen file, a file added to the frozen zone); the others add a small wrapper
+program (``decode_wrap.py``) in a non-frozen folder of the tree, and the judge serves that
+mutant through it: the wrapper runs the task's real ``serve`` argv as a child and cheats behind
+the protocol (shifted rows, a zeroed tail, stale state across reset, decode done during
+prefill, B=1 twice as slow, a hang, a network attempt, a look for the judge's folder).
+
+The serve override is honoured only for the judge's own mutant repository (``<home>/mutants``),
+for the commits the preflight recorded in ``<home>/mutant-serve.json``: an agent cannot write
+either, so no submission can choose how it is served.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig
+
+from judge.integrity import in_zone
+
+if TYPE_CHECKING:
+    from judge.preflight import Mutant
+    from judge.private import JudgeHome
+    from judge.queue import Job
+
+WRAPPER = Path(__file__).with_name("decode_wrap.py")
+# A top-level name no import can reach (it has a dot), outside any sane frozen zone.
+WRAP_DIRS = (".swarmlab_mutant", ".swarmlab_mutant_wrap")
+SERVE_FILE = "mutant-serve.json"
+
+# The decode kind's checks: a catalogue must hold a WRONG with each of these reasons.
+CHECK_REASONS = ("mismatch", "alternating", "prefill_cap", "b1_regression", "timeout")
+
+
+def required_reasons(task: DictConfig) -> list[str]:
+    """The verdicts ``verdict (reason)`` a catalogue of ``task`` must hold at least once."""
+    needed = [f"WRONG ({r})" for r in CHECK_REASONS]
+    if int(task.alternating.rounds) < 1:
+        needed.remove("WRONG (alternating)")
+    if list(task.frozen):
+        needed.append("REJECT (frozen_zone)")
+    return needed
+
+
+def _wrap_dir(task: DictConfig) -> str:
+    frozen = list(task.frozen)
+    for name in WRAP_DIRS:
+        if not in_zone(f"{name}/wrap.py", frozen):
+            return name
+    raise ValueError(f"task {task.name}: its frozen zone covers every wrapper folder {WRAP_DIRS}")
+
+
+def _add_wrapper(tree: Path, folder: str, settings: dict[str, object]) -> None:
+    target = tree / folder
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(WRAPPER, target / "wrap.py")
+    (target / "mutant.json").write_text(json.dumps(settings, indent=1) + "\n")
+
+
+def _edit_frozen_byte(tree: Path, rel: str) -> None:
+    path = tree / rel
+    # One byte more at the end: still valid source in every language the zone might hold.
+    path.write_bytes(path.read_bytes() + b"\n")
+
+
+def _add_frozen_file(tree: Path, rel: str) -> None:
+    path = tree / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("added by a generated mutant: any file added to the frozen zone\n")
+
+
+def _frozen_files(template: Path, frozen: list[str]) -> list[str]:
+    return sorted(
+        p.relative_to(template).as_posix()
+        for p in template.rglob("*")
+        if p.is_file() and in_zone(p.relative_to(template).as_posix(), frozen)
+    )
+
+
+def stale_reason(task: DictConfig) -> str:
+    """Where a B=1 request after a batched one is first seen: the correctness cases run in one
+    process in order (a case of B=1 after a larger one is seen there), else the transition
+    check."""
+    biggest = 0
+    for case in task.cases:
+        if int(case.batch) == 1 and biggest > 1:
+            return "mismatch"
+        biggest = max(biggest, int(case.batch))
+    return "alternating"
+
+
+def generated(cfg: DictConfig) -> list[Mutant]:
+    """The decode kind's generic mutants of ``cfg.task``, each with its expected verdict."""
+    from judge.preflight import Mutant
+    from judge.private import home_path
+    from tasks.schema import task_root
+
+    task = cfg.task
+    template = task_root(task) / task.template
+    folder = _wrap_dir(task)
+    serve = ["{python}", "-I", "-B", f"{folder}/wrap.py", *list(task.serve)]
+    steps = [int(c.new_tokens) for c in task.cases]
+    steps += [
+        int(task.timing.new_tokens),
+        int(task.b1.new_tokens),
+        int(task.alternating.new_tokens),
+    ]
+    home = home_path(cfg)
+
+    def wrapped(
+        name: str,
+        mode: str,
+        expect: str,
+        reason: str | None,
+        why: str,
+        max_x: float | None = None,
+        **extra: object,
+    ) -> Mutant:
+        settings = {"mode": mode, "vocab": int(task.vocab), **extra}
+        return Mutant(
+            name=name,
+            patch=None,
+            expect=expect,
+            reason=reason,
+            max_x_baseline=max_x,
+            why=why,
+            tree=partial(_add_wrapper, folder=folder, settings=settings),
+            serve=serve,
+            source="generated",
+        )
+
+    mutants = [
+        Mutant(
+            name="unmodified",
+            patch=None,
+            expect="PASS",
+            # One evaluation's x for identical code scatters (SD ~0.12 seen, heavy tails).
+            max_x_baseline=2.0,
+            why="the template as it is: valid, and about as fast as itself",
+            source="generated",
+        ),
+        wrapped(
+            "gen_row_shift",
+            "row_shift",
+            "WRONG",
+            "mismatch",
+            "when B > 1, row i returns row (i+1) % B's tokens",
+        ),
+        wrapped(
+            "gen_early_stop",
+            "early_stop",
+            "WRONG",
+            "mismatch",
+            "each row's last min(8, steps/4) steps are not decoded (zeros)",
+        ),
+        wrapped(
+            "gen_garbage_row",
+            "garbage_row",
+            "WRONG",
+            "mismatch",
+            "the last row's tokens are each off by one",
+        ),
+        wrapped(
+            "gen_fake_metric",
+            "fake_metric",
+            "PASS",
+            None,
+            "prints and writes a fake 999999 tok/s (stderr, /tmp/timing.json,"
+            " $SWARMLAB_BUILD/timing.json), then runs the engine unchanged; never trusted",
+            max_x=2.0,
+        ),
+        wrapped(
+            "gen_decode_in_prefill",
+            "decode_in_prefill",
+            "WRONG",
+            "prefill_cap",
+            f"prefill also decodes {max(steps)} steps ahead; decode serves them from memory",
+            ahead=max(steps),
+        ),
+        wrapped(
+            "gen_b1_slow_2x",
+            "b1_slow",
+            "WRONG",
+            "b1_regression",
+            "at B=1 every prefill and decode waits as long as it took: twice as slow",
+        ),
+        wrapped("gen_hang", "hang", "WRONG", "timeout", "decode never answers"),
+        wrapped(
+            "gen_network",
+            "network",
+            "WRONG",
+            "crash",
+            "a UDP connect() to TEST-NET-1 (no packet sent) at start; exits when it fails,"
+            " serves honestly (PASS) where the sandbox has a network",
+        ),
+        wrapped(
+            "gen_read_judge",
+            "read_judge",
+            "WRONG",
+            "crash",
+            "looks for the judge's private folder and queue at start; exits when none is"
+            " reachable, serves honestly (PASS) where one is",
+            paths=[str(home), str(home / "queue.sqlite")],
+            basename="queue.sqlite",
+        ),
+    ]
+    if int(task.alternating.rounds) >= 1 or stale_reason(task) == "mismatch":
+        mutants.append(
+            wrapped(
+                "gen_stale_state",
+                "stale_state",
+                "WRONG",
+                stale_reason(task),
+                "a B=1 request after a batched one in the same process returns that"
+                " batch's row 0 (state that survived reset)",
+            )
+        )
+    frozen = list(task.frozen)
+    files = _frozen_files(template, frozen)
+    if files:
+        mutants.append(
+            Mutant(
+                name="gen_frozen_edit",
+                patch=None,
+                expect="REJECT",
+                reason="frozen_zone",
+                why=f"one byte appended to the frozen {files[0]}",
+                tree=partial(_edit_frozen_byte, rel=files[0]),
+                source="generated",
+            )
+        )
+    folders = [p[:-3] for p in frozen if p.endswith("/**")]
+    if folders:
+        added = f"{folders[0]}/generated_mutant_added.txt"
+        mutants.append(
+            Mutant(
+                name="gen_frozen_added",
+                patch=None,
+                expect="REJECT",
+                reason="frozen_zone",
+                why=f"a file added inside the frozen zone ({added})",
+                tree=partial(_add_frozen_file, rel=added),
+                source="generated",
+            )
+        )
+    return mutants
+
+
+def record_serve(home: JudgeHome, overrides: dict[str, list[str]]) -> None:
+    """Remember which of the mutant repository's commits are served how (preflight only)."""
+    (home.root / SERVE_FILE).write_text(json.dumps(overrides, indent=1))
+
+
+def candidate_serve(home: JudgeHome, job: Job) -> list[str] | None:
+    """The serve argv this job's candidate runs under, if it is one of the judge's own
+    generated mutants with a wrapper; None: the task's own ``serve``."""
+    mutant_repo = home.root / "mutants"
+    try:
+        if Path(job.repo).resolve() != mutant_repo.resolve():
+            return None
+        overrides = json.loads((home.root / SERVE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    argv = overrides.get(job.commit)
+    return [str(a) for a in argv] if isinstance(argv, list) else None
