@@ -23,10 +23,11 @@ from tasks.schema import PROJECT_ROOT, task_root
 CONF_DIR = PROJECT_ROOT / "conf"
 
 
-def compose_judge_config(overrides: list[str]) -> DictConfig:
+def compose_judge_config(overrides: list[str], check: bool = True) -> DictConfig:
     """The judge's config with ``overrides`` applied; Hydra's own message on a bad one.
 
     ``task=`` takes a bundled task's name or a task folder's path (``tasks.folder``).
+    ``check=False``: the schema's checks only (not :func:`task_problems` and the judge's values).
 
     Raises:
         BadInput: an unknown group option, key, or a value of the wrong type; a task folder
@@ -47,7 +48,8 @@ def compose_judge_config(overrides: list[str]) -> DictConfig:
         if cause is not None and str(cause) not in message:
             message += ": " + " ".join(str(cause).split())
         raise BadInput(name_task_files(message)) from None
-    _check(cfg)
+    if check:
+        _check(cfg)
     return cfg
 
 

@@ -42,6 +42,25 @@ def main(cfg: DictConfig) -> int:
     return status
 
 
+def _check_task_files(overrides: list[str]) -> None:
+    """Each task asked for, through the task schema alone, before Hydra's own run: a typo or a
+    wrong type in a task.yaml is one line naming that file, exit 2 (Hydra's own error would
+    name only the task's option). The rest of a task's checks run with the run's overrides
+    applied (runner/settings.py)."""
+    from judge.api import compose_judge_config
+    from judge.checkout import BadInput
+
+    for item in overrides:
+        key, eq, value = item.partition("=")
+        if not eq or key.lstrip("+") != "task" or "(" in value:
+            continue
+        for option in value.split(","):
+            try:
+                compose_judge_config([f"task={option}"], check=False)
+            except BadInput as exc:
+                refuse([str(exc)])
+
+
 def entry(argv: list[str]) -> int:
     resume = [a for a in argv if a.startswith("resume=")]
     if resume:
@@ -52,6 +71,7 @@ def entry(argv: list[str]) -> int:
         sys.argv[1:] = quote_verbatim(resolve_task_overrides(argv))
     except TaskFolderError as exc:
         refuse([str(exc)])
+    _check_task_files(sys.argv[1:])
     try:
         main()
     finally:

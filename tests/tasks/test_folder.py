@@ -230,7 +230,7 @@ def test_judge_setup_of_a_bad_folder_is_one_line_exit_2_and_no_judge_folder(tmp_
     assert not private.exists()
 
 
-@pytest.mark.parametrize("case", ["no task.yaml", "missing template"])
+@pytest.mark.parametrize("case", ["no task.yaml", "missing template", "typo"])
 def test_runner_with_a_bad_folder_is_one_line_exit_2_and_no_run_folder(tmp_path, case):
     folder = _copy_task(tmp_path / "mytask")
     _break(folder, case)
