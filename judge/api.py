@@ -106,7 +106,16 @@ def load_judge_config(path: Path) -> DictConfig:
     if not path.is_file():
         raise BadInput(f"judge config {path} does not exist")
     try:
-        cfg = OmegaConf.merge(OmegaConf.structured(JudgeAppConfig), OmegaConf.load(path))
+        saved = OmegaConf.load(path)
+        task = saved.get("task") if isinstance(saved, DictConfig) else None
+        if (
+            task is not None
+            and "kind" not in task
+            and not Path(str(task.get("root"))).is_absolute()
+        ):
+            # Saved before task kinds and task folders: every such task was a decode task.
+            task.kind = "decode"
+        cfg = OmegaConf.merge(OmegaConf.structured(JudgeAppConfig), saved)
     except OmegaConfBaseException as exc:
         raise BadInput(f"judge config {path}: {' '.join(str(exc).split())}") from None
     _check(cfg)  # type: ignore[arg-type]

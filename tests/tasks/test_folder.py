@@ -309,3 +309,22 @@ def test_judge_setup_and_evaluate_of_a_folder_outside_the_project(tmp_path, base
     evaluation = json.loads(result.stdout.strip().splitlines()[-1])
     assert (evaluation["verdict"], evaluation["label"]) == ("PASS", "HEAD~1"), result.stderr
     assert result.returncode == 0
+
+
+def test_a_config_saved_before_task_folders_still_loads_and_draws(tmp_path):
+    """A run's judge.yaml from before task folders and kinds: a relative root, a module spec for
+    the inputs, no kind. It reads as a decode task and draws from the same file."""
+    import yaml
+
+    from judge.private import derive_seed, draw_set
+
+    task = yaml.safe_load((BUNDLED / "task.yaml").read_text())
+    task.pop("kind")
+    task.update(root="tasks/decode_cpu", inputs="tasks.decode_cpu.inputs:make_prompts")
+    saved = tmp_path / "judge.yaml"
+    saved.write_text(yaml.safe_dump({"task": task, "judge": {}}))
+    cfg = load_judge_config(saved)
+    assert cfg.task.kind == "decode"
+    drawn = draw_set(cfg.task, 9, "x", 2, [8, 24], 4).prompts
+    bundled = load_task_callable("inputs.py:make_prompts", BUNDLED)
+    assert drawn == bundled(derive_seed(9, "x"), 2, (8, 24), 4096)
