@@ -145,8 +145,10 @@ def stand_in(arm: ArmWorkspace, library: dict[str, Any]) -> Iterator[StandIn]:
         thread.join(timeout=5)
 
 
-def make_arm(tmp_path: Path, seats: list[Seat], name: str = "swarm") -> ArmWorkspace:
-    source, start = template_repo(TASK / "template", tmp_path / f"template-{name}.git")
+def make_arm(
+    tmp_path: Path, seats: list[Seat], name: str = "swarm", task: Path = TASK
+) -> ArmWorkspace:
+    source, start = template_repo(task / "template", tmp_path / f"template-{name}.git")
     return prepare_arm(tmp_path / "run", name, source, start, seats)
 
 
@@ -165,6 +167,7 @@ def start_agent(
     seed: int,
     deadline: float,
     moves: Path = MOVES,
+    task: Path = TASK,
     **env: str,
 ) -> subprocess.Popen[str]:
     ws = arm.agents[name]
@@ -177,7 +180,7 @@ def start_agent(
         "LANG": "C.UTF-8",
         **agent_paths(ws, arm, container=False),
         "SWARMLAB_AGENT": name,
-        CARD_ENV: task_card(),
+        CARD_ENV: task_card(task),
         "SWARMLAB_SCRIPTED_POLL_S": "0.1",
         "SWARMLAB_SCRIPTED_IDLE_S": "0.3",
         "SWARMLAB_CRITIC_CHECK_TIMEOUT": "120",
@@ -486,3 +489,38 @@ def test_a_killed_worker_never_submits_a_tree_twice(tmp_path) -> None:
     assert numbered == sorted(set(numbered)) and len(numbered) == len(trees)
     notes = (arm.agents["w1"].notes / "NOTES.md").read_text()
     assert "was made before the restart" in notes
+
+
+DECODE_C = ROOT / "tasks" / "decode_c"
+
+
+@pytest.mark.skipif(not (DECODE_C / "moves").is_dir(), reason="decode_c has no move library")
+def test_the_same_agent_plays_a_c_tasks_library(tmp_path) -> None:
+    """Nothing of decode_cpu in the agent: on decode_c (C, its own directions and moves) a
+    worker on decode_c's ``ffn`` plays that library's patches and a critic reviews its PASS."""
+    arm = make_arm(tmp_path, [Seat("w1", "worker", "ffn"), Seat("c1", "critic")], task=DECODE_C)
+    library = _library(DECODE_C / "moves")
+    names = {m["name"] for m in library["moves"]}
+    ffn = {m["name"] for m in library["moves"] if m["direction"] == "ffn"}
+    deadline = time.time() + 120
+    common = {"moves": DECODE_C / "moves", "task": DECODE_C}
+    with stand_in(arm, library) as gateway:
+        worker = start_agent(arm, "w1", seed=3, deadline=deadline, **common)
+        critic = start_agent(
+            arm, "c1", seed=3, deadline=deadline, SWARMLAB_SCRIPTED_MAX_ACTIONS="1", **common
+        )
+        critic_out = finish(critic, 120)
+        worker.terminate()
+        worker_out = worker.communicate(timeout=30)[0]
+        board = list(gateway.board)
+    mine = [r for r in board if r["author"] == "w1"]
+    assert "scripted: no model" in mine[0]["text"] and "direction ffn" in mine[0]["text"]
+    results = [r for r in mine if r["kind"] == "result"]
+    assert results, worker_out[-3000:]
+    assert all(set(r["refs"]["moves"].split(",")) <= names for r in results)
+    # Its own direction first: an ffn move is tried (or found to need another's) before others.
+    first = next(r for r in mine if r["kind"] in ("result", "dead_end"))
+    assert set(first["refs"]["move"].split(",")) & ffn, first["text"]
+    [review] = [r for r in board if r["author"] == "c1" and r["kind"] == "review"]
+    assert review["refs"]["finding"] in ("ok", "concern"), review["text"]
+    assert "review" in critic_out

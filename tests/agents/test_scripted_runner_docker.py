@@ -53,8 +53,16 @@ def test_scripted_swarm_plays_the_tasks_library(judge_private_dir, base_image, t
                                             "moves.json").read_text())["moves"]}  # fmt: skip
     judged = [e for e in events.table("evaluations") if e["agent"].startswith("w")]
     assert judged and {e["verdict"] for e in judged} <= {"PASS", "WRONG", "REJECT"}, judged
-    # What was judged is a move of this task's library, as the worker's result names it.
-    results = [m for m in board if m["kind"] == "result"]
-    assert results and all(json.loads(m["refs"])["move"] in moves for m in results), results
+    # What was judged is a commit the worker made from a move of this task's library (its
+    # ``Move:`` trailer; the board's result may come after the run stopped on its budget).
+    repo = run_dir / "arms" / "swarm" / "submissions.git"
+    for evaluation in judged:
+        trailer = "%(trailers:key=Move,valueonly,separator=%x2C)"
+        named = subprocess.run(
+            ["git", "--git-dir", str(repo), "log", "-1", f"--format={trailer}",
+             evaluation["commit_sha"]],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        assert named and set(named.split(",")) <= moves, (named, evaluation)
     row = next(csv.DictReader((run_dir / "summary.csv").open()))
     assert row["agent_kind"] == "scripted (no model)"
