@@ -328,3 +328,37 @@ def test_a_config_saved_before_task_folders_still_loads_and_draws(tmp_path):
     drawn = draw_set(cfg.task, 9, "x", 2, [8, 24], 4).prompts
     bundled = load_task_callable("inputs.py:make_prompts", BUNDLED)
     assert drawn == bundled(derive_seed(9, "x"), 2, (8, 24), 4096)
+
+
+@pytest.mark.docker
+def test_the_judge_service_draws_from_the_folders_generator(tmp_path, base_image, monkeypatch):
+    """The runner's way: ``python -m judge serve --config judge.yaml`` started by
+    ``start_service`` (its PYTHONPATH replaced by the project's), working folder outside the
+    project; the stored sets it makes are the folder's own generator's."""
+    import time
+
+    from judge.private import derive_seed, home_path
+    from judge.service import start_service
+
+    folder = _copy_task(tmp_path / "elsewhere" / "mytask")
+    cfg = compose_judge_config(
+        [f"task={folder}", f"judge.private_dir={tmp_path / 'judge'}", "judge.hidden_seed=13"]
+    )
+    saved = save_judge_config(cfg.task, cfg.judge, tmp_path / "run" / "judge.yaml")
+    monkeypatch.chdir(tmp_path)
+    stored = home_path(load_judge_config(saved)) / "hidden" / "sets-0" / "inputs.json"
+    service = start_service(saved, tmp_path / "run" / "judge-service.log")
+    try:
+        # A bound on the wait, not a timing assertion: setup runs the baseline over every set.
+        deadline = time.monotonic() + 600
+        while not stored.exists() and service.poll() is None and time.monotonic() < deadline:
+            time.sleep(1)
+        log = (tmp_path / "run" / "judge-service.log").read_text()
+        assert stored.exists(), log
+    finally:
+        service.terminate()
+        service.wait(timeout=120)
+    prompts = json.loads(stored.read_text())["case:b4"]["prompts"]
+    own = load_task_callable("inputs.py:make_prompts", folder)
+    secret = derive_seed(13, "sets:0")
+    assert prompts == own(derive_seed(secret, "case:b4"), 4, (8, 24), 4096)
