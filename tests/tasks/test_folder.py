@@ -362,3 +362,25 @@ def test_the_judge_service_draws_from_the_folders_generator(tmp_path, base_image
     own = load_task_callable("inputs.py:make_prompts", folder)
     secret = derive_seed(13, "sets:0")
     assert prompts == own(derive_seed(secret, "case:b4"), 4, (8, 24), 4096)
+
+
+def test_another_process_finds_a_folder_by_its_option_through_the_environment(folder, tmp_path):
+    """A launcher's job composes the rewritten ``task=OPTION`` again in another process: the
+    folder comes from SWARMLAB_TASK_FOLDERS (the runner sets it; children inherit it)."""
+    from tasks.folder import ENV_FOLDERS, option_name
+
+    script = (
+        "from judge.api import compose_judge_config\n"
+        f"print(compose_judge_config(['task={option_name(folder)}']).task.root)\n"
+    )
+    env = {**os.environ, ENV_FOLDERS: str(folder)}
+    found = subprocess.run(
+        [sys.executable, "-c", script], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == str(folder.resolve())
+    env.pop(ENV_FOLDERS)
+    lost = subprocess.run(
+        [sys.executable, "-c", script], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True
+    )
+    assert lost.returncode != 0 and "no bundled task of that name" in lost.stderr
