@@ -181,3 +181,24 @@ def test_the_probe_builds_the_tree_into_its_own_folder_and_runs_what_it_built(tm
     )
     outcome, tokens = probe(broken, spec, tree, tmp_path / "build-b", timeout=60)
     assert outcome.startswith("build failed (3)") and tokens is None
+
+
+def test_the_runner_refuses_scripted_seats_on_a_task_without_a_library(tmp_path) -> None:
+    """A task folder outside the project with no ``moves/``: one line, exit 2, no run folder."""
+    import shutil
+
+    task = tmp_path / "nomoves"
+    task.mkdir()
+    shutil.copytree(TASKS / "decode_cpu" / "template", task / "template")
+    shutil.copy(TASKS / "decode_cpu" / "inputs.py", task / "inputs.py")
+    spec = (TASKS / "decode_cpu" / "task.yaml").read_text()
+    (task / "task.yaml").write_text(spec.replace("name: decode_cpu", "name: nomoves", 1))
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "arm=solo", f"task={task}", f"hydra.run.dir={run_dir}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    [line] = done.stderr.strip().splitlines()
+    assert "agent=scripted plays the task's move library, and task nomoves has none" in line
+    assert str(task / "moves" / "moves.json") in line and not run_dir.exists()
