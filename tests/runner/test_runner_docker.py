@@ -95,6 +95,10 @@ def test_a_run_to_its_end_writes_its_summary(judge_private_dir, base_image, tmp_
     assert events.meta()["rechecks_started_at"] >= evaluation["finished_at"]
     row = next(csv.DictReader((run_dir / "summary.csv").open()))
     assert row["evaluations"] == "1"  # the runner's re-judgements are not the agent's
+    # The run records what its scores count: the decode kind's metric.
+    metric = events.meta()["metric"]
+    assert (metric["unit"], metric["higher_is_better"]) == ("tok/s", True)
+    assert (row["metric"], row["unit"]) == (metric["name"], "tok/s")
     assert row["confirm_verdicts"] == ",".join(e["verdict"] for e in confirms)
     [message] = events.messages("solo")
     assert message["author"] == "w1" and message["text"] == "done"
