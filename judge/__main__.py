@@ -6,6 +6,7 @@
     python -m judge setup task=decode_cpu              # make the private folder only
     python -m judge serve task=decode_cpu              # the queue worker (the runner starts it)
     python -m judge setup task=PATH/TO/FOLDER          # any task folder holding task.yaml
+    python -m judge new-task DIR --kind decode         # write a working task folder to start from
 
 ``task=`` is a bundled task's name (tasks/NAME/task.yaml) or a task folder's path (docs/tasks.md).
 
@@ -22,7 +23,7 @@ from judge.api import compose_judge_config, load_judge_config
 from judge.checkout import BadInput, candidate_store, import_candidate, resolve_candidate
 from judge.verdict import Verdict
 
-COMMANDS = ("preflight", "evaluate", "setup", "serve")
+COMMANDS = ("preflight", "evaluate", "setup", "serve", "new-task")
 
 
 def _progress(line: str) -> None:
@@ -48,6 +49,35 @@ def split_verbatim(overrides: list[str]) -> tuple[list[str], dict[str, str]]:
     return rest, verbatim
 
 
+def new_task(args: list[str]) -> int:
+    """``new-task DIR [--kind KIND] [--name NAME]``: the kind's scaffold written into DIR."""
+    import argparse
+
+    from judge.kinds import get_kind
+
+    parser = argparse.ArgumentParser(prog="python -m judge new-task")
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--kind", default="decode")
+    parser.add_argument("--name", default=None)
+    opts = parser.parse_args(args)
+    try:
+        kind = get_kind(opts.kind)
+        scaffold = getattr(kind, "scaffold", None)
+        if scaffold is None:
+            raise ValueError(f"task kind {opts.kind!r} has no scaffold")
+        folder = scaffold(opts.dir, opts.name)
+    except (KeyError, ValueError, FileExistsError) as exc:
+        print(f"judge: new-task: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
+    print(folder)
+    print(
+        f"next: python -m judge preflight task={folder}   (then edit template/ and task.yaml;"
+        " docs/tasks.md)",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def main(argv: list[str]) -> int:
     from isolation import DockerUnavailable, docker_client
     from judge.preflight import format_table, run_preflight
@@ -59,6 +89,8 @@ def main(argv: list[str]) -> int:
         print(f"usage: python -m judge {{{'|'.join(COMMANDS)}}} [key=value ...]", file=sys.stderr)
         return 2
     command, overrides = argv[0], argv[1:]
+    if command == "new-task":
+        return new_task(overrides)
     try:
         if overrides[:1] == ["--config"] and len(overrides) == 2:
             cfg = load_judge_config(Path(overrides[1]))

@@ -3,6 +3,7 @@ language, scored by B-row aggregate decode throughput against the frozen baselin
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
@@ -37,6 +38,12 @@ class DecodeKind:
         from judge.kinds.decode_mutants import generated
 
         return generated(cfg)
+
+    def scaffold(self, target: Path, name: str | None = None) -> Path:
+        """Write a working task folder of this kind into ``target`` (``new-task``)."""
+        from judge.kinds.decode_scaffold import write_decode_task
+
+        return write_decode_task(target, name)
 
     def required_reasons(self, task: DictConfig) -> list[str]:
         """The verdicts a preflight catalogue must hold once each (one per check)."""
