@@ -20,21 +20,38 @@ from agents.scripted.util import as_float, as_int, env_float, short
 # Changed files that are not code: their text is not searched for patterns.
 PROSE = (".md", ".txt", ".rst")
 
+# What an engine's diff may do that the rules care about, in Python or in C.
 PATTERNS: list[tuple[str, str]] = [
     (
-        r"\bimport threading\b|\bThread\(|concurrent\.futures|multiprocessing",
+        r"\bimport threading\b|\bThread\(|concurrent\.futures|multiprocessing|pthread_create"
+        r"|\bfork\(",
         "background threads or processes",
     ),
-    (r"\bimport socket\b|urllib|http\.client|requests\b", "network access"),
-    (r"\bsubprocess\b|os\.system|os\.popen", "starts processes"),
-    (r"os\.environ", "reads or sets environment variables"),
-    (r"open\([^)]*['\"][wa]|write_text|write_bytes|/tmp/", "writes files"),
+    (
+        r"\bimport socket\b|urllib|http\.client|requests\b|<sys/socket\.h>|\bsocket\(",
+        "network access",
+    ),
+    (r"\bsubprocess\b|os\.system|os\.popen|\bsystem\(|\bpopen\(|\bexecv", "starts processes"),
+    (r"os\.environ|\bgetenv\(", "reads or sets environment variables"),
+    (
+        r"open\([^)]*['\"][wa]|write_text|write_bytes|/tmp/|fopen\([^)]*\"[wa]",
+        "writes files",
+    ),
     (
         r"tuple\(prompt|tuple\(tokens|hash\(prompt|prompts?\]\s*=|\[tuple\(",
         "a cache keyed on prompts or tokens",
     ),
-    (r"perf_counter|time\.time\(|monotonic\(", "reads the clock"),
+    (
+        r"perf_counter|time\.time\(|monotonic\(|clock_gettime|gettimeofday|\bclock\(\)",
+        "reads the clock",
+    ),
     (r"importlib|sys\.modules|__import__|sys\.path", "import machinery"),
+    # C: a static variable (file-level or inside a function) outlives every call, reset()'s
+    # included; a static function or constant does not.
+    (
+        r"(?m)^\s*static\s+(?!inline\b|const\b)[^(){};=]*(?:=[^;(]*)?;",
+        "static variables (C: state that survives reset)",
+    ),
 ]
 
 

@@ -202,3 +202,38 @@ def test_the_runner_refuses_scripted_seats_on_a_task_without_a_library(tmp_path)
     [line] = done.stderr.strip().splitlines()
     assert "agent=scripted plays the task's move library, and task nomoves has none" in line
     assert str(task / "moves" / "moves.json") in line and not run_dir.exists()
+
+
+def test_the_critic_reads_a_c_diff_with_the_tasks_frozen_zone(tmp_path, monkeypatch) -> None:
+    """On a C task the critic names a static buffer (state that outlives reset) and an edit of
+    the task's frozen zone, from the card's zone, not decode_cpu's."""
+    import argparse
+
+    from agents.scripted.critic import Critic
+    from isolation.gitutil import git
+
+    repo = tmp_path / "repo"
+    (repo / "engine").mkdir(parents=True)
+    (repo / "engine" / "model.c").write_text("static int add(int a, int b);\nint x;\n")
+    (repo / "engine" / "config.h").write_text("#define LAYERS 4\n")
+    git("init", "-q", "-b", "master", str(repo))
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    git("add", "-A", cwd=repo)
+    git(*ident, "commit", "-qm", "base", cwd=repo)
+    base = git("rev-parse", "HEAD", cwd=repo)
+    (repo / "engine" / "model.c").write_text(
+        "static int add(int a, int b);\nint x;\nstatic float kv_cache[4096];\n"
+    )
+    (repo / "engine" / "config.h").write_text("#define LAYERS 2\n")
+    git(*ident, "commit", "-qam", "faster", cwd=repo)
+    commit = git("rev-parse", "HEAD", cwd=repo)
+    card = make_card({**_task("decode_c"), "frozen": ["engine/config.h"]}, sys.executable)
+    monkeypatch.setenv(ENV, json.dumps(card))
+    monkeypatch.setenv("SWARMLAB_REPO", str(repo))
+    monkeypatch.setenv("SWARMLAB_NOTES", str(tmp_path / "notes"))
+    moves = TASKS / "decode_cpu" / "moves"  # any library: inspect() reads none of it
+    args = argparse.Namespace(role="critic", direction="any", seed=0, deadline=0, moves=moves)
+    found, _ = Critic(args).inspect(base, commit, repo)
+    assert "edits the frozen zone: engine/config.h" in found, found
+    assert "static variables (C: state that survives reset)" in found, found
+    assert len(found) == 2, found
