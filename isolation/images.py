@@ -139,6 +139,10 @@ def host_python_mounts() -> dict[str, dict]:
     Nested paths are dropped (``/usr`` already holds a Debian ``/usr/bin/python3``'s prefix).
     """
     wanted = {"/usr"}
+    if os.path.isdir("/etc/alternatives"):
+        # Debian's /usr/bin/cc, c++, awk ... are links through /etc/alternatives: without it
+        # they dangle in a container (a task's build runs `cc`).
+        wanted.add("/etc/alternatives")
     for prefix in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix):
         # The path as Python sees it (what sys.executable names) and where it really lies
         # (the venv's python symlink may point through another link).

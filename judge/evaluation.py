@@ -32,12 +32,15 @@ from judge.integrity import check_integrity
 from judge.kinds import get_kind
 from judge.kinds.decode_mutants import candidate_serve
 from judge.private import (
+    BaselineBuildFailed,
     InputSet,
     JudgeHome,
     Reference,
     batch_sizes,
+    build_baseline,
     derive_seed,
     draw_set,
+    sandbox_runtime,
 )
 from judge.protocol import Reply
 from judge.queue import Job
@@ -500,6 +503,7 @@ class _Run:
                 judge.device,
                 owner=self.home.owner,
                 tag=f"{self.home.owner}-{self.job.id}",
+                runtime=sandbox_runtime(task),
             )
             # Both containers start at once: starting one takes ~0.3 s of the engine's time.
             with ThreadPoolExecutor(max_workers=2) as pool:
@@ -510,13 +514,20 @@ class _Run:
             self.base_serve = serve
             # The judge's own generated mutants may be served through a wrapper in their tree.
             cand_serve = self.sandbox.serve_argv(candidate_serve(self.home, self.job) or serve)
-            self.base_engine = self.base.engine(serve, "baseline")
             with self.cand.frozen():
+                if task.build:  # built as every candidate is; its failure is never theirs
+                    try:
+                        build_baseline(
+                            self.sandbox, self.base, list(task.build), judge.build_timeout_s
+                        )
+                    except BaselineBuildFailed as exc:
+                        raise InfrastructureFault(str(exc)) from None
+                self.base_engine = self.base.engine(serve, "baseline")
                 self.base_call({"op": "load"}, judge.load_timeout_s)
         if task.build:
             with self.stage("build"):
-                code, output = self.cand.run(
-                    self.sandbox.serve_argv(list(task.build)), judge.build_timeout_s
+                code, output = self.sandbox.build(
+                    self.cand, list(task.build), judge.build_timeout_s
                 )
                 if code is None:
                     raise Outcome(

@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from isolation.taskenv import TaskEnvironmentError, TaskRuntime, task_runtime
 from judge.integrity import zone_hashes
-from judge.sandbox import Sandbox
+from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer
 from tasks.schema import PROJECT_ROOT, task_root
 
 # 2: per-sets_seed stored sets; timing, B=1 and re-check prompts drawn per evaluation.
@@ -288,7 +289,11 @@ def setup(cfg: DictConfig, progress: Progress = _quiet) -> JudgeHome:
         (staging / "inputs.json").write_text(
             json.dumps({s.name: {"prompts": s.prompts, "new_tokens": s.new_tokens} for s in sets})
         )
-        arrays, times = _run_baseline(cfg, root / "baseline", sets, progress)
+        try:
+            arrays, times = _run_baseline(cfg, root / "baseline", sets, progress)
+        except BaselineBuildFailed:
+            shutil.rmtree(staging, ignore_errors=True)  # nothing half made is left behind
+            raise
         np.savez(staging / "references.npz", **arrays)
         (staging / "times.json").write_text(json.dumps(times))
         staging.rename(target)
@@ -323,16 +328,59 @@ def _setup_home(cfg: DictConfig, root: Path, progress: Progress) -> None:
     staging.rename(root)
 
 
+def sandbox_runtime(task: DictConfig) -> TaskRuntime:
+    """The task's image and assets for an evaluation's sandbox (checked at setup: a change
+    since is the infrastructure's fault, ERROR and re-queued).
+
+    Raises:
+        InfrastructureFault: the image or an asset is gone.
+    """
+    try:
+        return task_runtime(task, task_root(task))
+    except TaskEnvironmentError as exc:
+        raise InfrastructureFault(str(exc)) from None
+
+
+class BaselineBuildFailed(TaskEnvironmentError):
+    """The task's own baseline does not build: the task's fault (exit 2 at setup), and in an
+    evaluation an infrastructure fault (ERROR), never the candidate's WRONG."""
+
+
+def build_baseline(
+    sandbox: Sandbox, box: SandboxContainer, build: list[str], timeout: float
+) -> None:
+    """Run the task's ``build`` over the baseline in ``box``, as a candidate's is run.
+
+    Raises:
+        BaselineBuildFailed: it timed out or exited non-zero (one line with the output's tail).
+    """
+    code, output = sandbox.build(box, build, timeout)
+    if code == 0:
+        return
+    said = " | ".join(line.strip() for line in output.strip().splitlines()[-4:] if line.strip())
+    what = f"did not finish within {timeout:.0f} s" if code is None else f"exited with {code}"
+    raise BaselineBuildFailed(
+        f"the task's build {what} on the baseline (template/): {said or 'no output'}"
+        " — fix task.yaml's build or the template (a build writes only to $SWARMLAB_BUILD)"
+    )
+
+
 def _run_baseline(
     cfg: DictConfig, baseline: Path, sets: list[InputSet], progress: Progress
 ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
     sandbox = Sandbox(
-        cfg.judge.sandbox, cfg.judge.device, owner="setup", tag=f"setup-{secrets.token_hex(4)}"
+        cfg.judge.sandbox,
+        cfg.judge.device,
+        owner="setup",
+        tag=f"setup-{secrets.token_hex(4)}",
+        runtime=task_runtime(cfg.task, task_root(cfg.task)),
     )
     arrays: dict[str, np.ndarray] = {}
     times: dict[str, tuple[float, float]] = {}
     try:
         box = sandbox.container("baseline", baseline)
+        if cfg.task.build:  # the baseline is built exactly as every candidate is
+            build_baseline(sandbox, box, list(cfg.task.build), cfg.judge.build_timeout_s)
         engine = box.engine(sandbox.serve_argv(list(cfg.task.serve)), "reference")
         engine.request({"op": "load"}, cfg.judge.load_timeout_s)
         for i, s in enumerate(sets):

@@ -1,10 +1,13 @@
 """The evaluation sandbox: fresh Docker containers, and engine processes spoken to over the
 engine protocol with the judge's own clock.
 
-A candidate's container has no network, no capabilities, a read-only root and code, a wiped
-scratch folder, limits on memory and processes, and the judge's CPU. The baseline runs in a
-container of its own; the candidate's is frozen (cgroup freezer) while the baseline is timed,
-so nothing the candidate leaves running can slow the baseline down.
+A candidate's container has no network, no capabilities, a read-only root and code, one
+writable and executable build folder (``/build``, ``$SWARMLAB_BUILD``, ``{build}`` in argv: a
+tmpfs of the container, so it starts empty in every evaluation and never is the tree), the
+task's assets read-only under ``/assets``, limits on memory and processes, and the judge's
+CPU. The baseline runs in a container of its own, built the same way; the candidate's is
+frozen (cgroup freezer) while the baseline is timed, so nothing the candidate leaves running
+can slow the baseline down.
 """
 
 from __future__ import annotations
@@ -24,14 +27,40 @@ from pathlib import Path
 from typing import Any
 
 from isolation import docker_client, host_python_mounts
+from isolation.taskenv import BUILD_DIR, TaskRuntime
 from judge.config import SandboxConfig
 from judge.protocol import MAX_LINE_BYTES, EngineFailure, Reply, check_reply, parse_line
 
-__all__ = ["EngineFailure", "EngineProcess", "InfrastructureFault", "Sandbox", "SandboxContainer"]
+__all__ = [
+    "BUILD_HINT",
+    "EngineFailure",
+    "EngineProcess",
+    "InfrastructureFault",
+    "Sandbox",
+    "SandboxContainer",
+    "build_env",
+]
 
 SANDBOX_LABEL = "org.swarmlab.judge.sandbox"
 DEVICE_LABEL = "org.swarmlab.judge.device"
 _STDERR_KEEP = 64 * 1024
+SANDBOX_USER = "65534:65534"
+# Said after a build that failed on the read-only tree.
+BUILD_HINT = (
+    "the candidate's tree is read-only: a build writes to $SWARMLAB_BUILD"
+    f" ({BUILD_DIR}, also {{build}} in the task's build and serve argv)"
+)
+
+
+def build_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment of a ``build`` command: ``/tmp`` is noexec and small, so compilers'
+    temporary files go to the build folder."""
+    return {**env, "TMPDIR": BUILD_DIR}
+
+
+def read_only_failure(output: str) -> bool:
+    """Whether a failed command's output says it tried to write to a read-only file system."""
+    return "read-only file system" in output.lower() or "erofs" in output.lower()
 
 
 class InfrastructureFault(Exception):
@@ -273,8 +302,11 @@ class SandboxContainer:
         self.processes.append(process)
         return process
 
-    def run(self, argv: list[str], timeout: float) -> tuple[int | None, str]:
-        """Run a command to completion; (exit code or None on timeout, combined output tail)."""
+    def run(
+        self, argv: list[str], timeout: float, env: dict[str, str] | None = None
+    ) -> tuple[int | None, str]:
+        """Run a command to completion; (exit code or None on timeout, combined output tail).
+        ``env`` replaces the container's environment for this command."""
         api = self.client.api
         exec_id = api.exec_create(
             self.id,
@@ -282,7 +314,7 @@ class SandboxContainer:
             stdout=True,
             stderr=True,
             workdir=self.workdir,
-            environment=self.env,
+            environment=self.env if env is None else env,
             user=self.user,
         )["Id"]
         raw = api.exec_start(exec_id, socket=True)
@@ -376,13 +408,26 @@ class SandboxContainer:
 
 
 class Sandbox:
-    """The containers of one evaluation; removed on close, whatever happened."""
+    """The containers of one evaluation; removed on close, whatever happened.
 
-    def __init__(self, cfg: SandboxConfig, device: str, owner: str, tag: str) -> None:
+    ``runtime`` is the task's image and assets (:func:`isolation.taskenv.task_runtime`); without
+    it the containers run ``cfg.image`` and see no assets.
+    """
+
+    def __init__(
+        self,
+        cfg: SandboxConfig,
+        device: str,
+        owner: str,
+        tag: str,
+        runtime: TaskRuntime | None = None,
+    ) -> None:
         self.cfg = cfg
         self.device = device
         self.owner = owner
         self.tag = tag
+        self.runtime = runtime or TaskRuntime()
+        self.image = self.runtime.image or cfg.image
         self.cpuset = judge_cpuset(cfg.cpuset)
         self.python = sandbox_python(cfg)
         self.containers: list[SandboxContainer] = []
@@ -391,69 +436,103 @@ class Sandbox:
         except Exception as exc:
             raise InfrastructureFault(str(exc)) from exc
 
-    def container(self, role: str, tree: Path) -> SandboxContainer:
-        """Start a container with ``tree`` mounted read-only at ``/work/<role>``."""
+    def container_env(self) -> dict[str, str]:
+        """The environment every command of a sandbox container gets."""
+        env = dict(self.cfg.env)
+        for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+            if name in os.environ:  # older OpenBLAS builds miscompute without them here
+                env[name] = os.environ[name]
+        env.update(self.runtime.env())
+        return env
+
+    def container_options(self, role: str, tree: Path) -> dict[str, Any]:
+        """docker-py ``containers.run`` keyword arguments for the ``role`` container (no
+        engine needed: the device, mounts and limits are checked by unit tests)."""
         import docker
 
         workdir = f"/work/{role}"
         volumes: dict[str, dict[str, str]] = {}
         if self.cfg.mount_host_python:
             volumes.update(host_python_mounts())
+        volumes.update(self.runtime.volumes())
         volumes[str(tree)] = {"bind": workdir, "mode": "ro"}
-        env = dict(self.cfg.env)
-        for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-            if name in os.environ:  # older OpenBLAS builds miscompute without them here
-                env[name] = os.environ[name]
         device_requests = []
         if self.device.startswith(("gpu", "cuda")):
             index = self.device.partition(":")[2] or "0"
             device_requests.append(
                 docker.types.DeviceRequest(device_ids=[index], capabilities=[["gpu"]])
             )
-        name = f"swarmlab-judge-{self.tag}-{role}"
+        return dict(
+            name=f"swarmlab-judge-{self.tag}-{role}",
+            detach=True,
+            network_mode="none",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            tmpfs={
+                "/tmp": "rw,nosuid,nodev,size=64m",
+                # The one writable, executable place: a build's outputs, gone with the container.
+                BUILD_DIR: f"rw,nosuid,nodev,exec,size={self.cfg.scratch_mb}m,mode=1777",
+            },
+            user=SANDBOX_USER,
+            cpuset_cpus=self.cpuset,
+            mem_limit=self.cfg.memory,
+            memswap_limit=self.cfg.memory,
+            pids_limit=self.cfg.pids_limit,
+            volumes=volumes,
+            working_dir=workdir,
+            environment=self.container_env(),
+            labels={SANDBOX_LABEL: self.owner, DEVICE_LABEL: self.device},
+            device_requests=device_requests or None,
+        )
+
+    def container(self, role: str, tree: Path) -> SandboxContainer:
+        """Start a container with ``tree`` mounted read-only at ``/work/<role>``."""
+        import docker
+
+        options = self.container_options(role, tree)
+        name = options["name"]
         try:
             stale = self.client.containers.list(all=True, filters={"name": name})
             for old in stale:
                 old.remove(force=True)
-            created = self.client.containers.run(
-                self.cfg.image,
-                ["sleep", "infinity"],
-                name=name,
-                detach=True,
-                network_mode="none",
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                read_only=True,
-                tmpfs={
-                    "/tmp": "rw,nosuid,nodev,size=64m",
-                    "/scratch": f"rw,nosuid,nodev,exec,size={self.cfg.scratch_mb}m",
-                },
-                user="65534:65534",
-                cpuset_cpus=self.cpuset,
-                mem_limit=self.cfg.memory,
-                memswap_limit=self.cfg.memory,
-                pids_limit=self.cfg.pids_limit,
-                volumes=volumes,
-                working_dir=workdir,
-                environment=env,
-                labels={SANDBOX_LABEL: self.owner, DEVICE_LABEL: self.device},
-                device_requests=device_requests or None,
-            )
+            created = self.client.containers.run(self.image, ["sleep", "infinity"], **options)
         except docker.errors.ImageNotFound as exc:
             raise InfrastructureFault(
-                f"sandbox image {self.cfg.image} is missing: run `make setup` "
+                f"sandbox image {self.image} is missing: run `make setup` "
                 "(or `python -m isolation.images`)"
             ) from exc
         except docker.errors.DockerException as exc:
             raise InfrastructureFault(f"could not start the {role} sandbox: {exc}") from exc
         box = SandboxContainer(
-            self.client, created.id, name, workdir, env, "65534:65534", python=self.python
+            self.client,
+            created.id,
+            name,
+            options["working_dir"],
+            options["environment"],
+            SANDBOX_USER,
+            python=self.python,
         )
         self.containers.append(box)
         return box
 
     def serve_argv(self, serve: list[str]) -> list[str]:
-        return [part.replace("{python}", self.python) for part in serve]
+        """A task's ``serve`` or ``build`` argv with ``{python}`` (the sandbox's interpreter)
+        and ``{build}`` (the build folder) filled in."""
+        return [
+            part.replace("{python}", self.python).replace("{build}", BUILD_DIR) for part in serve
+        ]
+
+    def build(
+        self, box: SandboxContainer, argv: list[str], timeout: float
+    ) -> tuple[int | None, str]:
+        """Run the task's ``build`` argv in ``box`` (TMPDIR in the build folder); (exit code or
+        None on timeout, output tail, with :data:`BUILD_HINT` added when it hit the read-only
+        tree)."""
+        code, output = box.run(self.serve_argv(argv), timeout, env=build_env(box.env))
+        if code not in (0, None) and read_only_failure(output):
+            output = f"{output.rstrip()}\n{BUILD_HINT}"
+        return code, output
 
     def close(self) -> None:
         for box in self.containers:

@@ -37,7 +37,7 @@ def can_write(path):
         return False
 out["write_code"] = can_write("/work/candidate/engine/__init__.py")
 out["write_root"] = can_write("/evil")
-out["write_scratch"] = can_write("/scratch/ok")
+out["write_build"] = can_write("/build/ok")
 out["secret_visible"] = os.path.exists(SECRET)
 out["docker_sock"] = os.path.exists("/var/run/docker.sock")
 status = open("/proc/self/status").read()
@@ -77,7 +77,7 @@ def test_candidate_sees_nothing_of_the_judge_and_no_network(tmp_path):
     assert seen["uid"] == 65534
     assert seen["interfaces"] == ["lo"]
     assert seen["udp_connect"] != "ok"
-    assert not seen["write_code"] and not seen["write_root"] and seen["write_scratch"]
+    assert not seen["write_code"] and not seen["write_root"] and seen["write_build"]
     assert not seen["secret_visible"] and not seen["docker_sock"]
     assert int(seen["cap_eff"], 16) == 0 and seen["no_new_privs"] == "1"
     assert seen["cpus"] == [int(judge_cpuset("auto"))]
