@@ -25,13 +25,21 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from isolation.taskenv import TaskEnvironmentError, TaskRuntime, task_runtime
+from isolation.taskenv import (
+    TaskEnvironmentError,
+    TaskRuntime,
+    asset_digests,
+    task_runtime,
+    toolchain_outputs,
+)
 from judge.integrity import zone_hashes
-from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer
+from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer, sandbox_python
 from tasks.schema import PROJECT_ROOT, task_root
 
 # 2: per-sets_seed stored sets; timing, B=1 and re-check prompts drawn per evaluation.
 JUDGE_VERSION = "2"
+# Under judge.private_dir: assets' sha256 by path, size and mtime (a large file is read once).
+ASSET_HASH_CACHE = "asset-sha256.json"
 Progress = Callable[[str], None]
 
 
@@ -81,8 +89,33 @@ def load_callable(spec: str, root: Path) -> Callable:
 
 def task_fingerprint(cfg: DictConfig) -> str:
     """Changes whenever anything that shapes the references changes: the template's files,
-    the task config, the sandbox's interpreter and numpy."""
+    the task config, the sandbox's interpreter and numpy, the task's image (its id), the
+    outputs of its ``toolchain`` commands run in that image (a compiler upgrade re-runs set-up
+    instead of turning every evaluation into ERROR) and its assets' sha256.
+
+    Raises:
+        TaskEnvironmentError: a missing asset, an image that is missing or fails to build, a
+            toolchain command that cannot start.
+    """
     digest = hashlib.sha256()
+    runtime = task_runtime(cfg.task, task_root(cfg.task))
+    cache = Path(cfg.judge.private_dir)
+    cache = (cache if cache.is_absolute() else Path.cwd() / cache) / ASSET_HASH_CACHE
+    environment = {
+        "image_id": runtime.image_id,
+        "assets": asset_digests(runtime.assets, cache),
+        "toolchain": toolchain_outputs(
+            [
+                [str(a).replace("{python}", sandbox_python(cfg.judge.sandbox)) for a in argv]
+                for argv in cfg.task.get("toolchain") or []
+            ],
+            runtime.image_id or cfg.judge.sandbox.image,
+            bool(cfg.judge.sandbox.mount_host_python),
+            runtime,
+        ),
+    }
+    if any(environment.values()):  # a task with none of them keeps its fingerprint of before
+        digest.update(json.dumps(environment, sort_keys=True).encode())
     template = task_root(cfg.task) / cfg.task.template
     for file in sorted(
         p for p in template.rglob("*") if p.is_file() and "__pycache__" not in p.parts
