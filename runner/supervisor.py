@@ -12,7 +12,8 @@ model that stops at once) is restarted after a pause that doubles each time, up 
 :data:`MAX_BACKOFF_S` (``backoff_s`` and ``ran_s`` in the event: the time lost is on record),
 without holding up the rest of the run. Each start's output
 (the CLI's JSON event stream) is kept in ``arms/<arm>/agents/<seat>/output/``; the retries it
-reports (Claude Code's ``api_retry`` events, Codex's "Reconnecting" errors) become an
+reports (each CLI module's :meth:`~agents.clis.base.Client.count_retries`: Claude Code's
+``api_retry`` events, Codex's "Reconnecting" errors, mini-swe-agent's tenacity lines) become an
 ``api_retries`` event. (Every retry, announced or not, is also a call through the model proxy:
 ``runner.model_proxy``, which is what the lost time is computed from.) The CLI's token usage
 is read from its session records into the ``tokens`` table every
@@ -22,13 +23,13 @@ rows each time.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agents.clis import get_cli
 from analysis.tokens import TokenRecordError, read_usage
 from isolation.backends import AgentBackend, AgentHandle, AgentSpec
 from runner.events import EventLog
@@ -63,42 +64,15 @@ def has_records(spec: AgentSpec) -> bool:
 
 
 def count_retries(output: str, records_format: str) -> dict[str, Any]:
-    """The API retries a CLI reported on its JSON event stream: ``count``, ``waited_s`` (the
-    delays it announced, where it announces them) and ``statuses`` (HTTP status: count)."""
-    if records_format == "mini_swe":  # plain text: tenacity's "Retrying ... in N seconds"
-        from agents.mini_swe import count_retries as mini_swe_retries
-
-        return mini_swe_retries(output)
-    count, waited_ms = 0, 0.0
-    statuses: dict[str, int] = {}
-    for line in output.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(event, dict):
-            continue
-        if records_format == "claude_code":
-            if event.get("type") != "system" or event.get("subtype") != "api_retry":
-                continue
-            waited_ms += float(event.get("retry_delay_ms") or 0)
-            status = str(event.get("error_status") or event.get("error") or "none")
-        elif records_format == "codex":
-            message = str(event.get("message") or "")
-            if event.get("type") != "error" or not message.startswith("Reconnecting"):
-                continue
-            status = "stream"
-        else:
-            continue
-        count += 1
-        statuses[status] = statuses.get(status, 0) + 1
-    out: dict[str, Any] = {"count": count, "statuses": statuses}
-    if records_format == "claude_code":
-        out["waited_s"] = round(waited_ms / 1000, 3)
-    return out
+    """The API retries a CLI reported in one start's output, as its CLI module reads them
+    (``agents.clis``: the record format is the CLI's name): ``count``, ``statuses`` (status:
+    count) and, where the CLI announces its delays, ``waited_s``. Nothing for a seat that is
+    no registered CLI."""
+    try:
+        cli = get_cli(records_format) if records_format else None
+    except ValueError:
+        cli = None
+    return cli.count_retries(output) if cli is not None else {"count": 0, "statuses": {}}
 
 
 class Supervisor:

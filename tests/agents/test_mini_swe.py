@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 
 from agents.clients import DEFAULT_CACHE, STAMP, ClientMissing, get_client
 from agents.endpoints import ENDPOINTS, session_script
-from agents.mini_swe import FINISH_MARKER, MINI_SWE, MiniSweClient
+from agents.clis.mini_swe import FINISH_MARKER, MINI_SWE, MiniSweClient
 from isolation.backends import AgentSpec
 from isolation.workspace import Seat, prepare_arm, template_repo
 from runner.config import register_configs
