@@ -4,7 +4,7 @@ that take seconds at a real vendor.
     .venv/bin/python bench/model_proxy.py [--calls 200] [--events 200]
 
 A local Anthropic Messages endpoint (``agents.endpoints``) streams a reply of ``--events``
-server-sent events; the same call is made directly and through ``runner.model_proxy``,
+server-sent events; the same call is made directly and through ``isolation.model_proxy``,
 interleaved (direct, proxied, direct, ...) so that machine noise falls on both alike. Prints the
 median time to the first byte and to the end of the stream for each, and their ratios, measured
 in this run. The proxy here forwards over plain HTTP on loopback: a vendor adds a TLS handshake
@@ -23,8 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agents.apis import get_api
 from agents.endpoints import ENDPOINTS, text
-from runner.model_proxy import ModelProxy
+from isolation.model_proxy import ModelProxy
 
 KEY = "sk-bench-key"
 
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ).encode()  # fmt: skip
     with (
         ENDPOINTS["anthropic"](script, api_key=KEY) as endpoint,
-        ModelProxy(endpoint.url, KEY, "x-api-key", "anthropic") as proxy,
+        ModelProxy(endpoint.url, KEY, get_api("anthropic")) as proxy,
     ):
         token = proxy.add_seat("bench", "w1")
         direct_at = endpoint.address

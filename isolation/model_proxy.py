@@ -10,7 +10,7 @@ known seat token is refused (401) and never reaches the vendor.
 
 Every request is recorded as a :class:`ModelCall` (seat, path, status, the vendor's status,
 when it started, when the first byte came back, when it ended, bytes each way, ``Retry-After``,
-and the tokens the vendor's response reported: :mod:`analysis.wire_usage`) into the run's
+and the tokens the vendor's response reported, read by the API object) into the run's
 ``model_calls`` table. That is how an endpoint that errors or rate-limits shows
 in the results whatever the CLI says about it: the CLIs retry on their own, and some announce
 it (Claude Code), some partly (Codex: no delays), some not at all (Gemini CLI), but every retry
@@ -18,13 +18,15 @@ is a request through the proxy. :func:`analysis.model_calls.seat_outages` turns 
 the time each seat lost.
 
 Responses are streamed through as they arrive (server-sent events chunk by chunk), never
-buffered. The proxy forwards only the model routes of its vendor's API (:data:`API_ROUTES`,
-under the base URL's path: generating, counting tokens, listing models), so a seat cannot use
-the key for anything else the API offers (files, fine-tuning, batches, admin); anything else is
-refused with 403 and recorded, and so is a request declaring a tool the vendor runs itself (web
-search and fetch, code execution, remote MCP servers: :data:`SERVER_TOOLS`), through which the
-vendor would reach the network for the seat. It drops headers that would bill another
-organisation or project, refuses websocket upgrades (426: the CLIs fall back to HTTP
+buffered. The proxy forwards only the model routes of its vendor's API (under the base URL's
+path: generating, counting tokens, listing models), so a seat cannot use the key for anything
+else the API offers (files, fine-tuning, batches, admin); anything else is refused with 403 and
+recorded, and so is a request declaring a tool the vendor runs itself (web search and fetch,
+code execution, remote MCP servers), through which the vendor would reach the network for the
+seat. What is the vendor's (routes, server-side tools, auth and billing headers, how a response
+reports usage and errors) comes from the API object the proxy is given (:class:`VendorPolicy`;
+the vendors' are ``agents.apis``): the proxy names no vendor. It drops headers that would bill
+another organisation or project, refuses websocket upgrades (426: the CLIs fall back to HTTP
 streaming) and asks the vendor for unencoded bodies. One upstream connection per request (a TLS
 handshake each: ~0.1 s against calls of seconds).
 """
@@ -34,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import re
 import secrets
 import socket
 import ssl
@@ -44,10 +45,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
-
-from analysis.wire_usage import stream_error, wire_usage
 
 TOKEN_PREFIX = "sk-swarmlab-seat-"
 # Headers that belong to one connection (RFC 9110 7.6.1) or carry a caller's credentials: never
@@ -67,33 +66,9 @@ HOP_BY_HOP = frozenset(
         "content-length",
     }
 )
-CREDENTIALS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"})
-# Headers that choose whom a call is billed to: the key's default, never the seat's choice.
-BILLING = frozenset({"openai-organization", "openai-project", "x-goog-user-project"})
-_NAME = r"[A-Za-z0-9._\-@]+"
-# (method, path after the base URL's path) of each API's model routes; "any": every path under
-# the base path (tests and benchmarks against a local endpoint only).
-API_ROUTES: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
-    "anthropic": (
-        ("POST", re.compile(r"/v1/messages(/count_tokens)?")),
-        ("GET", re.compile(rf"/v1/models(/{_NAME})?")),
-    ),
-    "openai": (
-        # Codex compacts a long context remotely with /responses/compact.
-        ("POST", re.compile(r"/(responses|responses/compact|chat/completions)")),
-        ("GET", re.compile(rf"/models(/{_NAME})?")),
-    ),
-    "gemini": (
-        (
-            "POST",
-            re.compile(
-                rf"/v1(beta|alpha)?/models/{_NAME}:(streamGenerateContent|generateContent|countTokens)"
-            ),
-        ),
-        ("GET", re.compile(rf"/v1(beta|alpha)?/models(/{_NAME})?")),
-    ),
-    "any": (("*", re.compile(r"(/.*)?")),),
-}
+# Every header a CLI puts a key in (whatever the API): a seat token is looked for in each.
+KEY_HEADERS = ("x-api-key", "x-goog-api-key", "api-key")
+CREDENTIALS = frozenset({"authorization", *KEY_HEADERS, "cookie"})
 READ_SIZE = 64 * 1024
 # A response body is kept (to read its usage) up to this size; a longer one is passed on whole
 # but its usage is not read.
@@ -109,50 +84,55 @@ IDLE_TIMEOUT_S = 300.0
 CONNECT_TIMEOUT_S = 30.0
 # Calls kept in memory (the event log has them all).
 CALLS_KEPT = 10_000
-# Query parameters a CLI sends to a model route; any other is dropped (e.g. Gemini's
-# userProject or access_token).
-QUERY_KEPT = frozenset({"alt", "beta", "client_version", "pageSize", "pageToken"})
-# Tools the vendor runs itself, reaching the web or the organisation's data for the seat: a
-# request declaring one is refused (the seats' only network is this proxy).
-SERVER_TOOLS = {
-    # Anthropic: typed server tools (versioned names) and remote MCP servers.
-    "anthropic": ("web_search", "web_fetch", "code_execution", "mcp"),
-    # OpenAI Responses tool types; Chat Completions' web_search_options.
-    "openai": ("web_search", "file_search", "code_interpreter", "mcp"),
-    # Gemini tool kinds.
-    "gemini": ("googleSearch", "googleSearchRetrieval", "urlContext", "codeExecution"),
-}
-
-
-def server_side_tools(api: str, body: bytes) -> list[str]:
-    """The tools in a generate request's body that the vendor would run itself (see
-    :data:`SERVER_TOOLS`); [] for a body that is not JSON or declares none."""
-    try:
-        request = json.loads(body) if body else None
-    except (ValueError, RecursionError):
-        return []
-    if not isinstance(request, dict):
-        return []
-    found: list[str] = []
-    tools = request.get("tools") if isinstance(request.get("tools"), list) else []
-    for tool in tools:
-        if not isinstance(tool, dict):
-            continue
-        if api == "gemini":
-            found += [k for k in tool if k in SERVER_TOOLS["gemini"]]
-        elif api in SERVER_TOOLS:
-            kind = str(tool.get("type") or "")
-            if kind.startswith(SERVER_TOOLS[api]):
-                found.append(kind)
-    if api == "anthropic" and request.get("mcp_servers"):
-        found.append("mcp_servers")
-    if api == "openai" and "web_search_options" in request:
-        found.append("web_search_options")
-    return found
-
-
 # Headers that would make the vendor treat a call as another method.
 OVERRIDES = frozenset({"x-http-method-override", "x-http-method", "x-method-override", "expect"})
+
+
+class WireUsage(Protocol):
+    """The tokens one response reported (``agents.usage.TokenUsage``)."""
+
+    model: str
+    input: int
+    cache_read: int
+    cache_write: int
+    output: int
+    reasoning: int
+
+
+class VendorPolicy(Protocol):
+    """What the proxy needs of a vendor's API (``agents.apis.VendorApi`` is one).
+
+    Attributes:
+        name: the API's name.
+        auth_header: the header the vendor reads the key from.
+        billing_headers: headers choosing whom a call is billed to (dropped).
+        query_kept: query parameters forwarded to a model route (any other is dropped).
+    """
+
+    name: str
+    auth_header: str
+    billing_headers: frozenset[str]
+    query_kept: frozenset[str]
+
+    def auth_value(self, key: str) -> str:
+        """The value of :attr:`auth_header` carrying ``key``."""
+        ...
+
+    def allows(self, method: str, rest: str) -> bool:
+        """Whether ``method rest`` (the path after the base URL's path) is a model route."""
+        ...
+
+    def server_side_tools(self, body: bytes) -> list[str]:
+        """The tools the request body declares that the vendor would run itself."""
+        ...
+
+    def wire_usage(self, body: bytes, content_type: str) -> WireUsage | None:
+        """The usage a response body reported, or None."""
+        ...
+
+    def stream_error(self, body: bytes, content_type: str) -> str | None:
+        """An error the vendor sent inside a response body, or None."""
+        ...
 
 
 @dataclass
@@ -185,11 +165,12 @@ class ModelCall:
     output: int | None = None
     reasoning: int | None = None
 
-    def set_usage(self, body: bytes, content_type: str) -> None:
-        """Read the usage (and an error the vendor sent inside a 200 stream) from ``body``."""
+    def set_usage(self, body: bytes, content_type: str, api: VendorPolicy) -> None:
+        """Read the usage (and an error the vendor sent inside a 200 stream) from ``body``, as
+        ``api`` reads its responses."""
         try:
-            usage = wire_usage(body, content_type)
-            failure = stream_error(body, content_type)
+            usage = api.wire_usage(body, content_type)
+            failure = api.stream_error(body, content_type)
         except Exception as exc:  # a body built to break the parser is still a recorded call
             self.error = self.error or f"usage unreadable: {type(exc).__name__}"
             return
@@ -206,7 +187,9 @@ class ModelCall:
 
 
 @dataclass(frozen=True)
-class Seat:
+class Caller:
+    """Whose seat token a request carried."""
+
     arm: str
     agent: str
 
@@ -214,17 +197,16 @@ class Seat:
 @dataclass
 class ModelProxy:
     """Forwards seats' requests to ``upstream`` (the vendor's base URL, e.g.
-    ``https://api.openai.com/v1``) with the real ``key`` in ``auth_header``.
+    ``https://api.openai.com/v1``) with the real ``key`` in the API's auth header.
 
     Args:
         upstream: the vendor's base URL; requests must fall under its path.
         key: the real key (kept in memory only).
-        api: which routes are forwarded (:data:`API_ROUTES`: ``anthropic``, ``openai``,
-            ``gemini``; ``any`` only against a local endpoint in tests).
+        api: the vendor's API (``agents.apis.get_api(name)``): which routes are forwarded,
+            which tools are the vendor's own, the auth and billing headers, how a response
+            reports its usage.
         server_tools: forward requests that declare tools the vendor runs itself (web search,
-            fetch, code execution, remote MCP: :data:`SERVER_TOOLS`); refused (403) by default.
-        auth_header: the header the vendor reads the key from (``authorization`` gets
-            ``Bearer KEY``; ``x-api-key`` and ``x-goog-api-key`` get the key itself).
+            fetch, code execution, remote MCP); refused (403) by default.
         host: the address to listen on (the seats' internal network's gateway).
         port: 0 picks a free one.
         record: called with every finished :class:`ModelCall` (the run's event log); its
@@ -234,8 +216,7 @@ class ModelProxy:
 
     upstream: str
     key: str = field(repr=False)
-    auth_header: str = "authorization"
-    api: str = "openai"
+    api: VendorPolicy
     host: str = "127.0.0.1"
     port: int = 0
     record: Callable[[ModelCall], None] | None = None
@@ -251,13 +232,11 @@ class ModelProxy:
             raise ValueError(f"model proxy: upstream {self.upstream!r} is not an http(s) URL")
         if not self.key:
             raise ValueError("model proxy: no key to forward with")
-        if self.api not in API_ROUTES:
-            raise ValueError(f"model proxy: api {self.api!r}; known: {', '.join(API_ROUTES)}")
         self._scheme = parts.scheme
         self._upstream_host = parts.hostname
         self._upstream_port = parts.port or (443 if parts.scheme == "https" else 80)
         self.base_path = parts.path.rstrip("/")
-        self._seats: dict[str, Seat] = {}
+        self._seats: dict[str, Caller] = {}
         self._lock = threading.Lock()
         self._tls = ssl.create_default_context() if parts.scheme == "https" else None
         self._server = _Server((self.host, self.port), self._handler_class())
@@ -269,12 +248,12 @@ class ModelProxy:
         """A new seat token for ``arm``/``agent``: what the seat's container gets as its key."""
         token = TOKEN_PREFIX + secrets.token_hex(24)
         with self._lock:
-            self._seats[token] = Seat(arm, agent)
+            self._seats[token] = Caller(arm, agent)
         return token
 
-    def seat_for(self, headers: dict[str, str], query: list[tuple[str, str]]) -> Seat | None:
+    def seat_for(self, headers: dict[str, str], query: list[tuple[str, str]]) -> Caller | None:
         """The seat whose token came with a request (in any header a CLI puts a key in)."""
-        offered = [headers.get(h, "") for h in ("x-api-key", "x-goog-api-key", "api-key")]
+        offered = [headers.get(h, "") for h in KEY_HEADERS]
         bearer = headers.get("authorization", "")
         if bearer.lower().startswith("bearer "):
             offered.append(bearer[7:].strip())
@@ -350,21 +329,22 @@ class ModelProxy:
             return False
         if base and not path.startswith(base + "/"):
             return False
-        rest = path[len(base) :]
-        return any(
-            m in ("*", method) and pattern.fullmatch(rest) for m, pattern in API_ROUTES[self.api]
-        )
+        return self.api.allows(method, path[len(base) :])
 
     def _upstream_headers(self, headers: dict[str, str]) -> dict[str, str]:
         # Headers the seat named in Connection are hop-by-hop too (RFC 9110 7.6.1).
         named = {h.strip().lower() for h in headers.get("connection", "").split(",")}
-        dropped = HOP_BY_HOP | CREDENTIALS | BILLING | OVERRIDES | named
+        dropped = HOP_BY_HOP | CREDENTIALS | self.api.billing_headers | OVERRIDES | named
         out = {k: v for k, v in headers.items() if k not in dropped}
         out = {k: v for k, v in out.items() if not k.startswith(("x-forwarded-", "forwarded"))}
         out["accept-encoding"] = "identity"
-        bearer = self.auth_header == "authorization"
-        out[self.auth_header] = f"Bearer {self.key}" if bearer else self.key
+        out[self.api.auth_header] = self.api.auth_value(self.key)
         return out
+
+    def target(self, path: str, query: list[tuple[str, str]]) -> str:
+        """The request target upstream: the path and the query parameters the API keeps."""
+        kept = [(k, v) for k, v in query if k in self.api.query_kept]
+        return path + (f"?{urlencode(kept)}" if kept else "")
 
     def _connect(self) -> http.client.HTTPConnection:
         """A connection to the vendor, opened within :data:`CONNECT_TIMEOUT_S`; then reads may
@@ -448,6 +428,7 @@ class ModelProxy:
                     self.close_connection = True
 
             def _forward(self) -> None:
+                """Every method: identify the seat, serve the request, record the call."""
                 parts = urlsplit(self.path)
                 query = parse_qsl(parts.query, keep_blank_values=True)
                 headers = {k.lower(): v for k, v in self.headers.items()}
@@ -474,27 +455,20 @@ class ModelProxy:
             def _serve(
                 self,
                 call: ModelCall,
-                seat: Seat | None,
+                seat: Caller | None,
                 path: str,
                 query: list[tuple[str, str]],
                 headers: dict[str, str],
             ) -> None:
-                # Refusals come before the body is read (it stays unread: the connection closes).
-                if seat is None:
+                refusal = self._refusal(seat, path, headers)
+                if refusal is not None:
+                    # Before the body is read (it stays unread: the connection closes).
                     self.close_connection = True
-                    self._refuse(call, 401, "no seat token: the proxy forwards seats' calls only")
-                    return
-                if headers.get("upgrade"):
-                    self.close_connection = True
-                    self._refuse(call, 426, "no protocol upgrade through the proxy: use HTTP")
-                    return
-                if not proxy.allowed(self.command, path):
-                    self.close_connection = True
-                    self._refuse(call, 403, f"{self.command} {path}: not a model route of the API")
+                    self._refuse(call, *refusal)
                     return
                 body = self._body()
                 call.bytes_up = len(body)
-                tools = [] if proxy.server_tools else server_side_tools(proxy.api, body)
+                tools = [] if proxy.server_tools else proxy.api.server_side_tools(body)
                 if tools:
                     self._refuse(
                         call,
@@ -503,8 +477,23 @@ class ModelProxy:
                         " vendor would reach the network for the seat",
                     )
                     return
-                kept_query = [(k, v) for k, v in query if k in QUERY_KEPT]
-                target = path + (f"?{urlencode(kept_query)}" if kept_query else "")
+                self._call_vendor(call, proxy.target(path, query), body, headers)
+
+            def _refusal(
+                self, seat: Caller | None, path: str, headers: dict[str, str]
+            ) -> tuple[int, str] | None:
+                """(status, message) for a request refused on its head alone, or None."""
+                if seat is None:
+                    return 401, "no seat token: the proxy forwards seats' calls only"
+                if headers.get("upgrade"):
+                    return 426, "no protocol upgrade through the proxy: use HTTP"
+                if not proxy.allowed(self.command, path):
+                    return 403, f"{self.command} {path}: not a model route of the API"
+                return None
+
+            def _call_vendor(
+                self, call: ModelCall, target: str, body: bytes, headers: dict[str, str]
+            ) -> None:
                 try:
                     conn = proxy._connect()
                 except (OSError, http.client.HTTPException) as exc:
@@ -526,65 +515,86 @@ class ModelProxy:
                 finally:
                     conn.close()
 
+            def _seat_gone(self, call: ModelCall, exc: OSError) -> None:
+                call.error = f"seat went away: {type(exc).__name__}"
+                self.close_connection = True
+
+            def _send_head(self, response: http.client.HTTPResponse, chunked: bool) -> None:
+                """The vendor's status and headers (less the hop-by-hop ones), framed anew."""
+                bodiless = _bodiless(response.status)
+                self.send_response(response.status, response.reason)
+                for key, value in response.getheaders():
+                    if key.lower() not in HOP_BY_HOP | {"date", "server"}:
+                        self.send_header(key, value)
+                if chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                elif not bodiless:
+                    self.send_header("Content-Length", str(response.getheader("content-length")))
+                self.end_headers()
+                self.wfile.flush()
+
+            def _relay(
+                self,
+                call: ModelCall,
+                response: http.client.HTTPResponse,
+                chunked: bool,
+                kept: bytearray,
+            ) -> bool:
+                """Pass the body on as it arrives, keeping its start in ``kept``; False when
+                either side broke off (``call.error`` says which)."""
+                while True:
+                    try:
+                        data = response.read1(READ_SIZE)
+                    except (OSError, http.client.HTTPException) as exc:
+                        call.error = f"vendor stream broke: {type(exc).__name__}: {exc}"
+                        self.close_connection = True  # the seat sees a cut-off stream
+                        return False
+                    if not data:
+                        break
+                    call.bytes_down += len(data)
+                    if call.bytes_down <= KEEP_BYTES:
+                        kept += data
+                    try:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+                        self.wfile.flush()
+                    except OSError as exc:
+                        self._seat_gone(call, exc)
+                        return False
+                if chunked:
+                    try:
+                        self.wfile.write(b"0\r\n\r\n")
+                        self.wfile.flush()
+                    except OSError as exc:
+                        self._seat_gone(call, exc)
+                        return False
+                return True
+
             def _pass_back(self, call: ModelCall, response: http.client.HTTPResponse) -> None:
-                status = response.status
-                bodiless = status in (204, 304) or 100 <= status < 200
+                bodiless = _bodiless(response.status)
                 length = response.getheader("content-length")
                 chunked = not bodiless and (length is None or bool(response.chunked))
                 kept = bytearray()
                 try:
                     try:
-                        self.send_response(status, response.reason)
-                        for key, value in response.getheaders():
-                            if key.lower() not in HOP_BY_HOP | {"date", "server"}:
-                                self.send_header(key, value)
-                        if chunked:
-                            self.send_header("Transfer-Encoding", "chunked")
-                        elif not bodiless:
-                            self.send_header("Content-Length", str(length))
-                        self.end_headers()
-                        self.wfile.flush()
+                        self._send_head(response, chunked)
                     except OSError as exc:
-                        call.error = f"seat went away: {type(exc).__name__}"
-                        self.close_connection = True
+                        self._seat_gone(call, exc)
                         return
-                    while not bodiless:
-                        try:
-                            data = response.read1(READ_SIZE)
-                        except (OSError, http.client.HTTPException) as exc:
-                            call.error = f"vendor stream broke: {type(exc).__name__}: {exc}"
-                            self.close_connection = True  # the seat sees a cut-off stream
-                            return
-                        if not data:
-                            break
-                        call.bytes_down += len(data)
-                        if call.bytes_down <= KEEP_BYTES:
-                            kept += data
-                        try:
-                            if chunked:
-                                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                            else:
-                                self.wfile.write(data)
-                            self.wfile.flush()
-                        except OSError as exc:
-                            call.error = f"seat went away: {type(exc).__name__}"
-                            self.close_connection = True
-                            return
-                    if chunked:
-                        try:
-                            self.wfile.write(b"0\r\n\r\n")
-                            self.wfile.flush()
-                        except OSError as exc:
-                            call.error = f"seat went away: {type(exc).__name__}"
-                            self.close_connection = True
+                    if not bodiless:
+                        self._relay(call, response, chunked, kept)
                 finally:
                     # What the vendor sent so far, even when cut off: billed tokens are counted.
                     if kept and call.bytes_down <= KEEP_BYTES:
-                        call.set_usage(bytes(kept), response.getheader("content-type") or "")
+                        content_type = response.getheader("content-type") or ""
+                        call.set_usage(bytes(kept), content_type, proxy.api)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
         return Handler
+
+
+def _bodiless(status: int) -> bool:
+    return status in (204, 304) or 100 <= status < 200
 
 
 class _BadRequest(Exception):

@@ -11,7 +11,7 @@ The prompt's text goes into ``arms/<arm>/agents/<seat>/prompt.md`` (the run dire
 agent's folders), its hashes into the run's meta (``prompts``).
 
 With ``agent.network=proxy`` (the default for every CLI) the seats reach their vendor only
-through the run's model proxy (:mod:`runner.model_proxy`, :func:`seat_proxy`): an internal
+through the run's model proxy (:mod:`isolation.model_proxy`, :func:`seat_proxy`): an internal
 Docker network of the run on which containers cannot reach each other nor anything outside,
 the proxy on its gateway, and in each container a seat token and the proxy's URL in place of
 the key and the vendor's base URL.
@@ -31,21 +31,22 @@ from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, OmegaConf
 
+from agents.apis import get_api
 from agents.clients import Client, ClientMissing, KeyMissing, get_client, model_network
 from arms.directions import direction_texts
 from arms.prompts import RenderedPrompt, render_keep_going, render_prompt
 from isolation.backends import AgentSpec
 from isolation.host_firewall import HostFirewall, firewall_problem
+from isolation.model_proxy import ModelProxy
 from isolation.workspace import AgentWorkspace, ArmWorkspace
 from runner.events import EventLog
-from runner.model_proxy import ModelProxy
 from tasks.schema import task_root
 
 PROMPT_FILE = "prompt.md"
 # agent=scripted: the program of agents/scripted/, with the task's move library mounted here.
 SCRIPTED = "scripted"
 MOVES_MOUNT = "/opt/swarmlab/moves"
-# agent.network=proxy: the run's own network and model proxy (runner.model_proxy).
+# agent.network=proxy: the run's own network and model proxy (isolation.model_proxy).
 PROXY = "proxy"
 
 
@@ -170,8 +171,7 @@ def seat_proxy(
         proxy = ModelProxy(
             client.base_url(environ),
             environ[client.key_env],
-            client.auth_header,
-            client.api,
+            get_api(client.api),
             host=gateway,
             record=events.add_model_call,
             server_tools=bool(cfg.agent.get("server_tools", False)),

@@ -34,8 +34,8 @@ import pytest
 from agents.clients import ClientMissing, get_client
 from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 from analysis.model_calls import seat_outages
+from isolation.model_proxy import TOKEN_PREFIX
 from runner.events import EventLog
-from runner.model_proxy import TOKEN_PREFIX
 from tasks.schema import PROJECT_ROOT
 
 # What the agent itself can see of its environment, written where the run keeps it.

@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from isolation.model_proxy import ModelCall
 from judge.verdict import Evaluation, Verdict
 from runner.events import EventLog
-from runner.model_proxy import ModelCall
 
 T0 = 1_800_000_000.0
 RUN_S = 100.0

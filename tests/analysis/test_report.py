@@ -15,8 +15,8 @@ import pytest
 import analysis
 from analysis.report import _across_seeds, main, not_solid
 from analysis.tables import build_tables
+from isolation.model_proxy import ModelCall
 from runner.events import EventLog
-from runner.model_proxy import ModelCall
 
 from .conftest import RUN_S, T0, _last_id, _stamp, copy_run
 

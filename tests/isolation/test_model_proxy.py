@@ -1,4 +1,4 @@
-"""The model proxy (``runner.model_proxy``) in front of real local endpoints speaking the
+"""The model proxy (``isolation.model_proxy``) in front of real local endpoints speaking the
 vendors' protocols (``agents.endpoints``), and the outages computed from what it recorded
 (``analysis.model_calls``). Real sockets, real HTTP; no container needed."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import threading
 import time
@@ -14,12 +15,23 @@ from typing import Any
 
 import pytest
 
+from agents.apis import VendorApi, get_api
 from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 from analysis.model_calls import failed, seat_outages
+from isolation.model_proxy import TOKEN_PREFIX, ModelCall, ModelProxy
 from runner.events import EventLog
-from runner.model_proxy import TOKEN_PREFIX, ModelCall, ModelProxy, server_side_tools
 
 KEY = "sk-real-vendor-key-0123456789"
+
+
+class _AnyRoute(VendorApi):
+    """Every path under the base path, any method: a test's local endpoint only."""
+
+    name = "any"
+    routes = (("*", re.compile(r"(/.*)?")),)
+
+
+ANY_ROUTE = _AnyRoute()
 
 
 def _post(
@@ -54,7 +66,7 @@ def anthropic():
 def test_a_seat_token_is_swapped_for_the_key_and_the_call_is_recorded(anthropic, tmp_path):
     events = EventLog(tmp_path / "events.sqlite")
     with ModelProxy(
-        anthropic.url, KEY, "x-api-key", "anthropic", record=events.add_model_call
+        anthropic.url, KEY, get_api("anthropic"), record=events.add_model_call
     ) as proxy:
         token = proxy.add_seat("swarm", "w1")
         assert token.startswith(TOKEN_PREFIX) and KEY not in token
@@ -78,7 +90,7 @@ def test_a_seat_token_is_swapped_for_the_key_and_the_call_is_recorded(anthropic,
 
 
 def test_without_a_seat_token_nothing_reaches_the_vendor(anthropic):
-    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic") as proxy:
+    with ModelProxy(anthropic.url, KEY, get_api("anthropic")) as proxy:
         proxy.add_seat("swarm", "w1")
         for headers in ({}, {"x-api-key": KEY}, {"x-api-key": TOKEN_PREFIX + "0" * 48}):
             status, _, body = _post(proxy, "/v1/messages", _anthropic_call(), headers)
@@ -92,7 +104,7 @@ def test_without_a_seat_token_nothing_reaches_the_vendor(anthropic):
 
 def test_only_the_apis_model_routes_are_forwarded_and_upgrades_are_refused():
     endpoint = ENDPOINTS["openai"](session_script("openai"), api_key=KEY)
-    with endpoint, ModelProxy(endpoint.url + "/v1", KEY, api="openai") as proxy:
+    with endpoint, ModelProxy(endpoint.url + "/v1", KEY, get_api("openai")) as proxy:
         token = proxy.add_seat("solo", "w1")
         auth = {"authorization": f"Bearer {token}"}
         assert proxy.base_url.endswith("/v1")
@@ -148,7 +160,7 @@ def test_only_the_apis_model_routes_are_forwarded_and_upgrades_are_refused():
     ],
 )
 def test_the_model_routes_of_each_api(api, base, method, path, ok):
-    proxy = ModelProxy(f"https://vendor.example{base}", KEY, api=api)
+    proxy = ModelProxy(f"https://vendor.example{base}", KEY, get_api(api))
     try:
         assert proxy.allowed(method, path) is ok
     finally:
@@ -157,7 +169,7 @@ def test_the_model_routes_of_each_api(api, base, method, path, ok):
 
 def test_a_key_in_the_url_is_a_seat_token_and_never_forwarded():
     endpoint = ENDPOINTS["gemini"](session_script("gemini"), api_key=KEY)
-    with endpoint, ModelProxy(endpoint.url, KEY, "x-goog-api-key", "gemini") as proxy:
+    with endpoint, ModelProxy(endpoint.url, KEY, get_api("gemini")) as proxy:
         token = proxy.add_seat("solo", "w1")
         status, _, body = _post(
             proxy,
@@ -223,7 +235,7 @@ def _first_event(proxy: ModelProxy) -> tuple[http.client.HTTPConnection, Any]:
 
 
 def test_a_stream_is_passed_on_as_it_arrives_not_when_it_ends(slow_stream):
-    with ModelProxy(slow_stream, KEY, api="any") as proxy:
+    with ModelProxy(slow_stream, KEY, ANY_ROUTE) as proxy:
         conn, response = _first_event(proxy)
         _SlowStream.release.set()
         assert response.read() == b"data: last\n\n"
@@ -237,7 +249,7 @@ def _closed_port() -> int:
 
 
 def test_an_unreachable_vendor_is_a_502_and_a_recorded_failure():
-    with ModelProxy(f"http://127.0.0.1:{_closed_port()}", KEY, "x-api-key", "anthropic") as proxy:
+    with ModelProxy(f"http://127.0.0.1:{_closed_port()}", KEY, get_api("anthropic")) as proxy:
         token = proxy.add_seat("solo", "w1")
         status, _, body = _post(proxy, "/v1/messages", _anthropic_call(), {"x-api-key": token})
     assert status == 502 and b"vendor unreachable" in body
@@ -252,7 +264,7 @@ def test_rate_limits_are_passed_on_and_the_time_until_recovery_is_lost(vendor, s
     endpoint = ENDPOINTS[vendor](
         session_script(vendor), api_key=KEY, failures=2, failure_status=status, retry_after="3"
     )
-    with endpoint, ModelProxy(endpoint.url, KEY, "x-api-key", "anthropic") as proxy:
+    with endpoint, ModelProxy(endpoint.url, KEY, get_api("anthropic")) as proxy:
         token = proxy.add_seat("solo", "w1")
         auth = {"x-api-key": token}
         seen = [_post(proxy, "/v1/messages", _anthropic_call(), auth) for _ in "abc"]
@@ -316,7 +328,7 @@ def _raw(proxy: ModelProxy, data: bytes, timeout: float = 10) -> bytes:
 
 
 def test_bodies_too_large_or_badly_framed_are_refused_before_they_are_read(anthropic):
-    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic") as proxy:
+    with ModelProxy(anthropic.url, KEY, get_api("anthropic")) as proxy:
         token = proxy.add_seat("solo", "w1")
         head = f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
         # 20 GB announced, nothing sent: refused at once, the connection closed.
@@ -334,7 +346,7 @@ def test_bodies_too_large_or_badly_framed_are_refused_before_they_are_read(anthr
 
 
 def test_a_chunked_body_and_keep_alive_requests_are_forwarded(anthropic):
-    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic") as proxy:
+    with ModelProxy(anthropic.url, KEY, get_api("anthropic")) as proxy:
         token = proxy.add_seat("solo", "w1")
         body = json.dumps(_anthropic_call(stream=False)).encode()
         chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
@@ -348,8 +360,8 @@ def test_a_chunked_body_and_keep_alive_requests_are_forwarded(anthropic):
 
 
 def test_a_seat_cannot_hold_more_than_its_share_of_connections(anthropic, monkeypatch):
-    monkeypatch.setattr("runner.model_proxy.MAX_CONNECTIONS_PER_CLIENT", 3)
-    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic") as proxy:
+    monkeypatch.setattr("isolation.model_proxy.MAX_CONNECTIONS_PER_CLIENT", 3)
+    with ModelProxy(anthropic.url, KEY, get_api("anthropic")) as proxy:
         token = proxy.add_seat("solo", "w1")
         held = [socket.create_connection(proxy.address, timeout=10) for _ in range(3)]
         try:
@@ -366,7 +378,7 @@ def test_a_seat_cannot_hold_more_than_its_share_of_connections(anthropic, monkey
 
 
 def test_a_seat_that_goes_away_mid_stream_is_recorded_with_what_was_sent(slow_stream):
-    with ModelProxy(slow_stream, KEY, api="any") as proxy:
+    with ModelProxy(slow_stream, KEY, ANY_ROUTE) as proxy:
         conn, _ = _first_event(proxy)
         conn.sock.shutdown(socket.SHUT_RDWR)
         conn.close()
@@ -380,7 +392,7 @@ def test_a_seat_that_goes_away_mid_stream_is_recorded_with_what_was_sent(slow_st
 
 
 def test_stopping_the_proxy_cuts_and_records_the_calls_in_flight(slow_stream):
-    proxy = ModelProxy(slow_stream, KEY, api="any").start()
+    proxy = ModelProxy(slow_stream, KEY, ANY_ROUTE).start()
     conn, _ = _first_event(proxy)
     threading.Timer(1.0, _SlowStream.release.set).start()  # the vendor goes on later
     proxy.stop()  # the run ends with the stream still open
@@ -418,7 +430,7 @@ def test_an_error_inside_a_200_stream_is_a_failure_and_its_tokens_count():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         upstream = f"http://127.0.0.1:{server.server_address[1]}"
-        with ModelProxy(upstream, KEY, "x-api-key", "anthropic") as proxy:
+        with ModelProxy(upstream, KEY, get_api("anthropic")) as proxy:
             token = proxy.add_seat("solo", "w1")
             status, _, _ = _post(proxy, "/v1/messages", _anthropic_call(), {"x-api-key": token})
     finally:
@@ -433,8 +445,9 @@ def test_an_error_inside_a_200_stream_is_a_failure_and_its_tokens_count():
 
 def test_a_body_built_to_break_the_usage_parser_is_still_recorded():
     call = ModelCall("a", "s", "POST", "/v1/messages", 0.0, 200, 200)
-    call.set_usage(b"[" * 100_000 + b"]" * 100_000, "application/json")
-    call.set_usage(b'{"type":"message","usage":{"output_tokens":1e999}}', "application/json")
+    api, overflow = get_api("anthropic"), b'{"type":"message","usage":{"output_tokens":1e999}}'
+    call.set_usage(b"[" * 100_000 + b"]" * 100_000, "application/json", api)
+    call.set_usage(overflow, "application/json", api)
     assert call.output is None  # nothing readable, nothing invented
     assert call.error == "usage unreadable: OverflowError"
 
@@ -479,19 +492,19 @@ def test_a_long_failed_call_does_not_stretch_a_later_outage():
 )
 def test_tools_the_vendor_runs_itself_are_found(api, tools, extra, found):
     body = json.dumps({"model": "m", "tools": tools, **extra}).encode()
-    assert bool(server_side_tools(api, body)) is found
+    assert bool(get_api(api).server_side_tools(body)) is found
 
 
 def test_a_request_with_a_server_side_tool_never_reaches_the_vendor(anthropic):
     web = {**_anthropic_call(), "tools": [{"type": "web_search_20250305", "name": "web_search"}]}
-    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic") as proxy:
+    with ModelProxy(anthropic.url, KEY, get_api("anthropic")) as proxy:
         token = proxy.add_seat("solo", "w1")
         status, _, body = _post(proxy, "/v1/messages", web, {"x-api-key": token})
         assert status == 403 and b"web_search_20250305" in body
         plain = _post(proxy, "/v1/messages", _anthropic_call(), {"x-api-key": token})
         assert plain[0] == 200
     assert len(anthropic.requests) == 1  # only the plain call
-    with ModelProxy(anthropic.url, KEY, "x-api-key", "anthropic", server_tools=True) as proxy:
+    with ModelProxy(anthropic.url, KEY, get_api("anthropic"), server_tools=True) as proxy:
         token = proxy.add_seat("solo", "w1")
         _post(proxy, "/v1/messages", web, {"x-api-key": token})
     assert len(anthropic.requests) == 2  # with server_tools=True it was forwarded
