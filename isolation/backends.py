@@ -22,11 +22,12 @@ import time
 import warnings
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from isolation.images import BASE_TAG, DockerUnavailable, docker_client, host_python_mounts
+from isolation.taskenv import BUILD_DIR, TaskRuntime
 from isolation.workspace import AgentWorkspace, ArmWorkspace
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -92,6 +93,10 @@ class AgentSpec:
     user: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     tmp_size: str = "512m"
+    # The task's part (isolation.taskenv): assets (name -> host path) read-only at
+    # /assets/<name>, and the size of the writable, executable /build the judge's sandbox has too.
+    assets: dict[str, str] = field(default_factory=dict)
+    build_size: str = "1g"
     # The offline base image borrows the host's /usr and Python (read-only); a normal image
     # (python:3.12-slim plus an agent's CLI) brings its own: set this to False.
     mount_host_python: bool = True
@@ -136,6 +141,14 @@ def agent_paths(ws: AgentWorkspace, arm: ArmWorkspace, container: bool) -> dict[
     }
     paths = CONTAINER_PATHS if container else {k: str(v) for k, v in host.items()}
     return {f"SWARMLAB_{key.upper()}": value for key, value in paths.items()}
+
+
+def with_task(spec: AgentSpec, runtime: TaskRuntime) -> AgentSpec:
+    """``spec`` with the task's part: its assets, and its image where the seat runs the base
+    image (a seat whose CLI needs an image of its own keeps it), so that agents build and
+    test with what the judge's sandbox has."""
+    image = runtime.image if runtime.image and spec.image == BASE_TAG else spec.image
+    return replace(spec, image=image, assets={**spec.assets, **runtime.assets})
 
 
 def agent_user(spec: AgentSpec) -> tuple[int, int]:
@@ -249,6 +262,8 @@ def docker_mounts(spec: AgentSpec) -> dict[str, dict[str, str]]:
     if spec.mount_host_python:
         binds += [(host, m["bind"], "ro") for host, m in host_python_mounts().items()]
     binds += [(host, target, "ro") for host, target in extra.items()]
+    assets = TaskRuntime(assets=dict(spec.assets)).volumes()
+    binds += [(host, m["bind"], "ro") for host, m in assets.items()]
     run_dir = str(spec.run_dir.resolve())
     hidden = [str(Path(p).resolve()) for p in spec.hidden_paths]
     own = {str(ws.repo), str(ws.notes), str(ws.outbox), str(ws.inbox)}
@@ -275,6 +290,7 @@ def docker_env(spec: AgentSpec) -> dict[str, str]:
     """The container's environment: the spec's, then the contract's (which wins)."""
     env = dict(spec.env)
     env.update(agent_paths(spec.workspace, spec.arm_workspace, container=True))
+    env.update(TaskRuntime().env())  # the same build folder and assets' folder as the judge's
     env.update(
         HOME=CONTAINER_PATHS["notes"],
         PATH=f"{BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -341,6 +357,54 @@ class DockerAgent:
         self._removed = True
 
 
+def docker_options(spec: AgentSpec) -> dict[str, Any]:
+    """docker-py ``containers.run`` keyword arguments for one agent (no engine needed).
+
+    Never a device request: ``judge.device`` goes to the judge's evaluation containers only.
+
+    Raises:
+        ValueError: see :func:`agent_user` and :func:`docker_mounts`.
+    """
+    uid, gid = agent_user(spec)
+    labels = {
+        **spec.labels,
+        RUN_LABEL: spec.run,
+        ARM_LABEL: spec.arm,
+        AGENT_LABEL: spec.agent,
+    }
+    options: dict[str, Any] = dict(
+        name=_container_name(spec),
+        detach=True,
+        user=f"{uid}:{gid}",
+        working_dir=CONTAINER_PATHS["repo"],
+        environment=docker_env(spec),
+        volumes=docker_mounts(spec),
+        network_mode=spec.network or "none",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        read_only=True,
+        tmpfs={
+            "/tmp": f"rw,nosuid,nodev,size={spec.tmp_size}",
+            # Where the agent builds and runs what the task's build makes, as the judge does.
+            BUILD_DIR: f"rw,nosuid,nodev,exec,size={spec.build_size},mode=1777",
+        },
+        mem_limit=spec.memory,
+        memswap_limit=spec.memory,
+        pids_limit=spec.pids_limit,
+        labels=labels,
+    )
+    # An init process reaps the zombies an agent's tools leave (they count against the
+    # pids limit). Docker's own (--init) is mounted at /sbin/docker-init, which the base
+    # image's /sbin -> usr/sbin link hides under the host's /usr; the host's tini is there.
+    if spec.mount_host_python and os.path.exists(HOST_INIT):
+        options["entrypoint"] = [HOST_INIT, "--"]
+    else:
+        options["init"] = True
+    if spec.cpuset:
+        options["cpuset_cpus"] = spec.cpuset
+    return options
+
+
 @agent_backend("docker")
 class DockerBackend(AgentBackend):
     """One container per agent: the contract's mounts only, no network (or a named one), all
@@ -365,45 +429,12 @@ class DockerBackend(AgentBackend):
     def start(self, spec: AgentSpec) -> DockerAgent:
         import docker
 
-        uid, gid = agent_user(spec)
         name = _container_name(spec)
-        volumes = docker_mounts(spec)
+        options = docker_options(spec)
         client = self.client
         for old in client.containers.list(all=True, filters={"name": f"^/{name}$"}):
             old.remove(force=True)
-        labels = {
-            **spec.labels,
-            RUN_LABEL: spec.run,
-            ARM_LABEL: spec.arm,
-            AGENT_LABEL: spec.agent,
-        }
-        options: dict[str, Any] = dict(
-            name=name,
-            detach=True,
-            user=f"{uid}:{gid}",
-            working_dir=CONTAINER_PATHS["repo"],
-            environment=docker_env(spec),
-            volumes=volumes,
-            network_mode=spec.network or "none",
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            read_only=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={spec.tmp_size}"},
-            mem_limit=spec.memory,
-            memswap_limit=spec.memory,
-            pids_limit=spec.pids_limit,
-            labels=labels,
-        )
         command = list(spec.command)
-        # An init process reaps the zombies an agent's tools leave (they count against the
-        # pids limit). Docker's own (--init) is mounted at /sbin/docker-init, which the base
-        # image's /sbin -> usr/sbin link hides under the host's /usr; the host's tini is there.
-        if spec.mount_host_python and os.path.exists(HOST_INIT):
-            options["entrypoint"] = [HOST_INIT, "--"]
-        else:
-            options["init"] = True
-        if spec.cpuset:
-            options["cpuset_cpus"] = spec.cpuset
         try:
             container = client.containers.run(spec.image, command, **options)
         except docker.errors.ImageNotFound:
@@ -508,7 +539,10 @@ class LocalBackend(AgentBackend):
             **agent_paths(spec.workspace, spec.arm_workspace, container=False),
             "HOME": str(spec.workspace.notes),
             "GIT_CONFIG_SYSTEM": str(AGENT_GITCONFIG),
+            # No /build on the host: a folder of the agent's own (assets stay where they are).
+            "SWARMLAB_BUILD": str(spec.workspace.root / "build"),
         }
+        (spec.workspace.root / "build").mkdir(exist_ok=True)
         log = self._log(spec)
         with open(log, "ab") as out:
             process = subprocess.Popen(

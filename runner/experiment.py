@@ -23,9 +23,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from arms.directions import direction_texts, seat_directions
 from isolation import DockerUnavailable, docker_client
-from isolation.backends import AgentSpec, get_backend
+from isolation.backends import AgentSpec, get_backend, with_task
 from isolation.gitutil import template_repo
 from isolation.quota import QuotaPlan, QuotaWatch, quota_setting_problem
+from isolation.taskenv import task_runtime
 from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm, release_quotas
 from judge.api import load_judge_config, save_judge_config
 from judge.checkout import BadInput
@@ -362,7 +363,12 @@ def agent_specs(
                 )
             )
     # agent=claude_code|codex|gemini: the seat's CLI, prompt, key and resume (runner/seats.py).
-    return [real_seat(cfg, spec, spec.arm_workspace, deadline, proxied=proxied) for spec in specs]
+    # The task's image and assets, and the same /build as the judge's sandbox (isolation.taskenv).
+    runtime = task_runtime(cfg.task, task_root(cfg.task))
+    return [
+        with_task(real_seat(cfg, spec, spec.arm_workspace, deadline, proxied=proxied), runtime)
+        for spec in specs
+    ]
 
 
 class Run:

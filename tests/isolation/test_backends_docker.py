@@ -405,6 +405,7 @@ def test_each_agent_mounts_its_own_folders_only(probes):
         }
         tmp_root, tmp_mode = mounts.pop("/tmp")
         assert (tmp_root, tmp_mode) == ("/", "rw")  # the tmpfs
+        assert mounts.pop("/build") == ("/", "rw")  # the build folder, a tmpfs as the judge's
         assert mounts == expected
         others = [
             str(other.root)
