@@ -15,17 +15,25 @@ Each records every request and the usage it reported per reply
 compares that with what the CLI wrote into its own session record. :func:`session_script` is
 the session the real-client tests play: edit a file and commit, call ``submit``, answer.
 
-``python -m agents.endpoints anthropic|openai|gemini [--host H] [--port P] [--record FILE]``
+``python -m tests.support.endpoints anthropic|openai|gemini [--host H] [--port P] [--record FILE]``
 serves the session script until interrupted, then writes the record (requests, replies, usage).
 """
 
 from __future__ import annotations
 
-from agents.endpoints.anthropic import AnthropicEndpoint
-from agents.endpoints.base import USAGE_KEYS, Reply, RequestLog, ScriptedEndpoint, Step, shell, text
-from agents.endpoints.gemini import GeminiEndpoint
-from agents.endpoints.openai_chat import ChatCompletionsEndpoint
-from agents.endpoints.openai_responses import ResponsesEndpoint
+from tests.support.endpoints.anthropic import AnthropicEndpoint
+from tests.support.endpoints.base import (
+    USAGE_KEYS,
+    Reply,
+    RequestLog,
+    ScriptedEndpoint,
+    Step,
+    shell,
+    text,
+)
+from tests.support.endpoints.gemini import GeminiEndpoint
+from tests.support.endpoints.openai_chat import ChatCompletionsEndpoint
+from tests.support.endpoints.openai_responses import ResponsesEndpoint
 
 __all__ = [
     "ENDPOINTS",

@@ -1,4 +1,4 @@
-"""``python -m agents.endpoints anthropic|openai|gemini``: serve the session script."""
+"""``python -m tests.support.endpoints anthropic|openai|gemini``: serve the session script."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import signal
 import sys
 import threading
 
-from agents.endpoints import ENDPOINTS, session_script
+from tests.support.endpoints import ENDPOINTS, session_script
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agents.endpoints", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.support.endpoints", description=__doc__)
     parser.add_argument("vendor", choices=sorted(ENDPOINTS))
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)

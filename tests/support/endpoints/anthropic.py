@@ -20,7 +20,7 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from agents.endpoints.base import (
+from tests.support.endpoints.base import (
     Reply,
     RequestLog,
     Response,

@@ -209,7 +209,7 @@ class ScriptedEndpoint:
             return [f"{r.method} {r.path}" for r in self.requests if not r.known]
 
     def record(self) -> dict[str, Any]:
-        """Everything, as JSON-ready data (what ``python -m agents.endpoints`` writes)."""
+        """Everything, as JSON-ready data (what ``python -m tests.support.endpoints`` writes)."""
         with self._lock:
             return {
                 "vendor": self.vendor,

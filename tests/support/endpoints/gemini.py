@@ -29,7 +29,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from agents.endpoints.base import (
+from tests.support.endpoints.base import (
     Reply,
     RequestLog,
     Response,

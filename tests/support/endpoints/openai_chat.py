@@ -26,14 +26,14 @@ import json
 import time
 from typing import Any
 
-from agents.endpoints.base import (
+from tests.support.endpoints.base import (
     Reply,
     RequestLog,
     Response,
     new_id,
     pieces,
 )
-from agents.endpoints.openai_responses import OpenAIEndpoint, _error
+from tests.support.endpoints.openai_responses import OpenAIEndpoint, _error
 
 MINI_SWE_FINISH = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 SHELL_TOOLS = ("bash", "shell", "run_shell_command")

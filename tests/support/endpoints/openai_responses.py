@@ -22,7 +22,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from agents.endpoints.base import (
+from tests.support.endpoints.base import (
     Reply,
     RequestLog,
     Response,
