@@ -3,7 +3,7 @@ that take seconds at a real vendor.
 
     .venv/bin/python bench/model_proxy.py [--calls 200] [--events 200]
 
-A local Anthropic Messages endpoint (``agents.endpoints``) streams a reply of ``--events``
+A local Anthropic Messages endpoint (``tests.support.endpoints``) streams a reply of ``--events``
 server-sent events; the same call is made directly and through ``isolation.model_proxy``,
 interleaved (direct, proxied, direct, ...) so that machine noise falls on both alike. Prints the
 median time to the first byte and to the end of the stream for each, and their ratios, measured
@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents.apis import get_api
-from agents.endpoints import ENDPOINTS, text
 from isolation.model_proxy import ModelProxy
+from tests.support.endpoints import ENDPOINTS, text
 
 KEY = "sk-bench-key"
 

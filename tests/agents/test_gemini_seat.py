@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from agents.clients import PROJECT_ROOT, STAMP, ClientMissing, get_client
-from agents.endpoints import ENDPOINTS, session_script
-from agents.endpoints.gemini import gemini_usage
+from tests.support.endpoints import ENDPOINTS, session_script
+from tests.support.endpoints.gemini import gemini_usage
 
 SHELL_TOOL = {
     "functionDeclarations": [

@@ -17,7 +17,6 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from agents.clients import DEFAULT_CACHE, STAMP, ClientMissing, get_client
-from agents.endpoints import ENDPOINTS, session_script
 from agents.clis.mini_swe import FINISH_MARKER, MINI_SWE, MiniSweClient
 from isolation.backends import AgentSpec
 from isolation.workspace import Seat, prepare_arm, template_repo
@@ -25,6 +24,7 @@ from runner.config import register_configs
 from runner.seats import client_meta, real_seat, seat_problem
 from runner.supervisor import count_retries, has_records
 from tasks.schema import PROJECT_ROOT
+from tests.support.endpoints import ENDPOINTS, session_script
 
 KEY = "sk-test-not-a-real-key"
 ENV = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "http://10.9.0.1:9/v1"}

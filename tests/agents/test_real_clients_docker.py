@@ -1,5 +1,5 @@
 """The vendors' real CLIs in the agent container, against local endpoints that speak their
-real wire protocols (``agents/endpoints``) and play a short session: edit a file and commit,
+real wire protocols (``tests/support/endpoints``) and play a short session: edit a file and commit,
 ``submit``, answer.
 
 Each test starts one agent the way the runner does (``prepare_arm``, the docker backend, the
@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from agents.clients import ClientMissing, get_client, model_network
-from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 from analysis.tokens import read_usage
 from isolation.backends import RUN_LABEL, AgentSpec, get_backend, wait_until_stopped
 from isolation.gitutil import git
@@ -33,6 +32,7 @@ from isolation.workspace import Seat, prepare_arm, template_repo
 from judge.queue import JudgeQueue
 from runner.events import EventLog
 from runner.gateway import Gateway
+from tests.support.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 
 AGENT_UID = 1000
 VENDORS = {

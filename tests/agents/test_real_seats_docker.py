@@ -1,6 +1,6 @@
 """A real CLI in a seat of ``python -m runner``: ``agent=claude_code`` (and ``codex``, ``gemini``,
 ``mini_swe``) ``arm=solo`` for 45 seconds against the local endpoint of its vendor's protocol
-(``agents/endpoints``), through the run's model proxy (``agent.network=proxy``, the default).
+(``tests/support/endpoints``), through the run's model proxy (``agent.network=proxy``, the default).
 
 The endpoint listens on the host's loopback, which no container reaches, so every call must
 pass the proxy; it answers the first two model calls ``429 Retry-After: 1`` and then plays a
@@ -32,11 +32,11 @@ from pathlib import Path
 import pytest
 
 from agents.clients import ClientMissing, get_client
-from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 from analysis.model_calls import seat_outages
 from isolation.model_proxy import TOKEN_PREFIX
 from runner.events import EventLog
 from tasks.schema import PROJECT_ROOT
+from tests.support.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 
 # What the agent itself can see of its environment, written where the run keeps it.
 SEE_ENV = "env > $HOME/seen-env.txt && "

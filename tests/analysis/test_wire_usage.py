@@ -1,6 +1,6 @@
 """``analysis.wire_usage``: the usage read from a response body equals what the endpoint that
 sent it reported, for each vendor's protocol, streamed and not (real HTTP to the local
-endpoints of ``agents.endpoints``)."""
+endpoints of ``tests.support.endpoints``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 from analysis.wire_usage import stream_error, wire_usage
+from tests.support.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "anthropic": (

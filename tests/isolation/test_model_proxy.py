@@ -1,5 +1,5 @@
 """The model proxy (``isolation.model_proxy``) in front of real local endpoints speaking the
-vendors' protocols (``agents.endpoints``), and the outages computed from what it recorded
+vendors' protocols (``tests.support.endpoints``), and the outages computed from what it recorded
 (``analysis.model_calls``). Real sockets, real HTTP; no container needed."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from agents.apis import VendorApi, get_api
-from agents.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 from analysis.model_calls import failed, seat_outages
 from isolation.model_proxy import TOKEN_PREFIX, ModelCall, ModelProxy
 from runner.events import EventLog
+from tests.support.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 
 KEY = "sk-real-vendor-key-0123456789"
 

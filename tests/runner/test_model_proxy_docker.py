@@ -15,10 +15,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from agents.clients import model_network
-from agents.endpoints import ENDPOINTS, session_script
 from isolation.host_firewall import firewall_problem
 from runner.events import EventLog
 from runner.seats import seat_proxy
+from tests.support.endpoints import ENDPOINTS, session_script
 
 KEY = "sk-real-vendor-key-for-the-network-test"
 
