@@ -1,5 +1,5 @@
 """The time seats lost to a model endpoint that errored or rate-limited, from the calls the
-model proxy recorded (``runner.model_proxy``, table ``model_calls``).
+model proxy recorded (``isolation.model_proxy``, table ``model_calls``).
 
 A call *failed* when the vendor answered 408, 409, 425, 429 or 5xx (529 "overloaded"
 included), when the proxy could not reach the vendor (502 with an ``error``), when the

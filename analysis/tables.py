@@ -61,7 +61,7 @@ Tables and columns:
     bytes_up, bytes_down, retry_after, model, input, cache_read, cache_write, output,
     reasoning (the usage the vendor's response reported, per ``analysis.wire_usage``; empty
     when it reported none): every HTTP call a seat made through the model proxy
-    (``runner.model_proxy``); a call without a seat token has an empty arm and agent. Empty for
+    (``isolation.model_proxy``); a call without a seat token has an empty arm and agent. Empty for
     a run without the proxy (its event log may have no ``model_calls`` table at all).
 ``relays`` (by run_id, arm, to_job, from_job; see ``analysis._git``): run_id, seed, arm, to_job,
     to_agent, to_commit, to_score, to_t_end_s, from_job, from_agent, from_commit, from_score,

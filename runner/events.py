@@ -281,7 +281,7 @@ class EventLog:
         return len(rows)
 
     def add_model_call(self, call: Any) -> None:
-        """Record one request a seat made through the model proxy (``runner.model_proxy``)."""
+        """Record one request a seat made through the model proxy (``isolation.model_proxy``)."""
         with self.connect() as db:
             db.execute(
                 "INSERT INTO model_calls (arm, agent, method, path, status, upstream_status,"

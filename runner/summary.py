@@ -51,7 +51,7 @@ class ArmSummary:
     judge_busy_pct: float
     mean_queue_wait_s: float | None
     restarts: int
-    # Seats' calls through the model proxy (runner/model_proxy.py; None without one): how many,
+    # Seats' calls through the model proxy (isolation/model_proxy.py; None without one): how many,
     # how many failed on the endpoint's side (429, 5xx, unreachable), and the seat-seconds lost
     # from each failure to the next answered call (analysis/model_calls.py), summed over seats.
     model_calls: int | None = None

@@ -15,7 +15,7 @@ without holding up the rest of the run. Each start's output
 reports (each CLI module's :meth:`~agents.clis.base.Client.count_retries`: Claude Code's
 ``api_retry`` events, Codex's "Reconnecting" errors, mini-swe-agent's tenacity lines) become an
 ``api_retries`` event. (Every retry, announced or not, is also a call through the model proxy:
-``runner.model_proxy``, which is what the lost time is computed from.) The CLI's token usage
+``isolation.model_proxy``, which is what the lost time is computed from.) The CLI's token usage
 is read from its session records into the ``tokens`` table every
 :attr:`Supervisor.tokens_every_s` and once more after the agents stop, replacing the agent's
 rows each time.

@@ -104,7 +104,7 @@ class Client:
         settings_dir: a folder of this repository mounted read-only at :attr:`settings_mount`
             (the CLI's fixed settings: no telemetry, no update checks).
         auth_header: the header the vendor's API reads the key from (``authorization``:
-            ``Bearer KEY``); the model proxy sets it (``runner.model_proxy``).
+            ``Bearer KEY``); the model proxy sets it (``isolation.model_proxy``).
         api: the API the CLI speaks, whose model routes alone the model proxy forwards
             (the vendor API registry).
     """
