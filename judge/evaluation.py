@@ -503,7 +503,7 @@ class _Run:
                 judge.device,
                 owner=self.home.owner,
                 tag=f"{self.home.owner}-{self.job.id}",
-                runtime=sandbox_runtime(task),
+                runtime=sandbox_runtime(task, self.home),
             )
             # Both containers start at once: starting one takes ~0.3 s of the engine's time.
             with ThreadPoolExecutor(max_workers=2) as pool:

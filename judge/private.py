@@ -356,22 +356,32 @@ def _setup_home(cfg: DictConfig, root: Path, progress: Progress) -> None:
         "created_at": time.time(),
         "frozen_hashes": zone_hashes(staging / "baseline", list(cfg.task.frozen)),
         "project_root": str(PROJECT_ROOT),
+        # The image the references are made in: an evaluation in another one is refused.
+        "image_id": task_runtime(cfg.task, task_root(cfg.task)).image_id,
     }
     (staging / "setup.json").write_text(json.dumps(manifest, indent=1))
     staging.rename(root)
 
 
-def sandbox_runtime(task: DictConfig) -> TaskRuntime:
+def sandbox_runtime(task: DictConfig, home: JudgeHome | None = None) -> TaskRuntime:
     """The task's image and assets for an evaluation's sandbox (checked at setup: a change
     since is the infrastructure's fault, ERROR and re-queued).
 
     Raises:
-        InfrastructureFault: the image or an asset is gone.
+        InfrastructureFault: the image or an asset is gone, or the image is not the one
+            ``home``'s references were made in (retagged since set-up).
     """
     try:
-        return task_runtime(task, task_root(task))
+        runtime = task_runtime(task, task_root(task))
     except TaskEnvironmentError as exc:
         raise InfrastructureFault(str(exc)) from None
+    made_in = (home.manifest if home is not None else {}).get("image_id")
+    if made_in and runtime.image_id != made_in:
+        raise InfrastructureFault(
+            f"the task's image {runtime.image} is {runtime.image_id}, not {made_in} as at"
+            " set-up: restart the judge (a new image makes a new judge folder)"
+        )
+    return runtime
 
 
 class BaselineBuildFailed(TaskEnvironmentError):

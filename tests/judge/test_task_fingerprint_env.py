@@ -66,3 +66,18 @@ def test_a_missing_asset_is_one_line_naming_the_fix(tmp_path):
 def test_toolchain_runs_in_the_sandbox_image():
     [out] = taskenv.toolchain_outputs([["cc", "--version"]], "swarmlab-base:1", True)
     assert "exit 0" in out and "Free Software Foundation" in out
+
+
+def test_an_image_retagged_since_setup_is_an_infrastructure_fault(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from judge.sandbox import InfrastructureFault
+
+    cfg = _cfg(tmp_path)
+    now = taskenv.TaskRuntime(image="swarmlab-task-x:1", image_id="sha256:new")
+    monkeypatch.setattr(private, "task_runtime", lambda *a: now)
+    home = SimpleNamespace(manifest={"image_id": "sha256:old"})
+    with pytest.raises(InfrastructureFault, match="not sha256:old as at set-up"):
+        private.sandbox_runtime(cfg.task, home)
+    home.manifest["image_id"] = "sha256:new"
+    assert private.sandbox_runtime(cfg.task, home) is now
