@@ -30,6 +30,7 @@ class SandboxConfig:
     cpuset: str = "auto"
     memory: str = "2g"
     pids_limit: int = 256
+    # Size of /build, the sandbox's one writable, executable folder (a tmpfs; docs/tasks.md).
     scratch_mb: int = 512
     env: dict[str, str] = field(
         default_factory=lambda: {
