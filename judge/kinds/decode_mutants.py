@@ -120,6 +120,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
         reason: str | None,
         why: str,
         max_x: float | None = None,
+        b1_margin: float | None = None,
         **extra: object,
     ) -> Mutant:
         settings = {"mode": mode, "vocab": int(task.vocab), **extra}
@@ -129,6 +130,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             expect=expect,
             reason=reason,
             max_x_baseline=max_x,
+            b1_margin=b1_margin,
             why=why,
             tree=partial(_add_wrapper, folder=folder, settings=settings),
             serve=serve,
@@ -137,7 +139,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
 
     mutants = [
         Mutant(
-            name="unmodified",
+            name="baseline",
             patch=None,
             expect="PASS",
             # One evaluation's x for identical code scatters (SD ~0.12 seen, heavy tails).
@@ -189,6 +191,8 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "WRONG",
             "b1_regression",
             "at B=1 every prefill and decode waits as long as it took: twice as slow",
+            # 2x lies this far beyond the limit: a machine resolving B=1 no finer is UNRESOLVED.
+            b1_margin=round(1.0 - float(task.spec.b1_max_regression), 4),
         ),
         wrapped("gen_hang", "hang", "WRONG", "timeout", "decode never answers"),
         wrapped(

@@ -1,0 +1,190 @@
+"""Generated decode mutants, the catalogue rule and the ``new-task`` scaffold.
+
+The wrapper tests run the scaffold's real engine behind the wrapper as real subprocesses; the
+docker test makes a task outside the project and runs preflight and evaluate on it for real.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from judge.api import compose_judge_config
+from judge.kinds.decode_mutants import WRAPPER
+from judge.kinds.decode_scaffold import write_decode_task
+from judge.preflight import catalogue, catalogue_problem, load_mutants
+from tasks.schema import PROJECT_ROOT
+
+FASTER = """
+    def decode(self, steps, margins=False):
+        h = np.stack(self.hidden)  # every row at once: one read of the head per step
+        tokens = np.empty((len(h), steps), dtype=np.int64)
+        for step in range(steps):
+            choice = (h @ self.head).argmax(axis=1)
+            tokens[:, step] = choice
+            h = self._wrap(3.0 * h + self.embed[choice])
+        return tokens.tolist(), None
+"""
+
+
+@pytest.fixture
+def task(tmp_path: Path) -> Path:
+    return write_decode_task(tmp_path / "toy")
+
+
+def _cfg(task: Path, tmp_path: Path):
+    return compose_judge_config([f"task={task}", f"judge.private_dir={tmp_path / 'judge'}"])
+
+
+def test_scaffold_catalogue_is_generated_only_and_complete(task: Path, tmp_path: Path) -> None:
+    cfg = _cfg(task, tmp_path)
+    assert load_mutants(cfg) == []  # no mutants.yaml at all
+    mutants = catalogue(cfg)
+    assert {m.source for m in mutants} == {"generated"}
+    assert len(mutants) >= 13
+    assert catalogue_problem(cfg, mutants) is None
+    assert "no mutants at all" in (catalogue_problem(cfg, []) or "")
+    # Without its hang, the catalogue has no WRONG (timeout): refused, and said so.
+    problem = catalogue_problem(cfg, [m for m in mutants if m.reason != "timeout"]) or ""
+    assert "WRONG (timeout)" in problem and "\n" not in problem
+    problem = catalogue_problem(cfg, [m for m in mutants if m.name != "baseline"]) or ""
+    assert "unmodified" in problem
+
+
+def test_an_empty_mutants_file_does_not_pass_alone_and_bad_keys_are_refused(
+    task: Path, tmp_path: Path
+) -> None:
+    cfg = _cfg(task, tmp_path)
+    (task / "mutants.yaml").write_text("[]\n")
+    assert catalogue_problem(cfg, load_mutants(cfg)) is not None
+    (task / "mutants.yaml").write_text("- {name: x, patch: null, expect: PASS, tree: evil}\n")
+    with pytest.raises(ValueError, match="unknown keys tree"):
+        load_mutants(cfg)
+
+
+def test_a_task_entry_replaces_the_generated_one_of_its_name(task: Path, tmp_path: Path) -> None:
+    cfg = _cfg(task, tmp_path)
+    (task / "mutants.yaml").write_text(
+        "- {name: gen_hang, patch: null, expect: PASS, why: restated}\n"
+    )
+    [hang] = [m for m in catalogue(cfg) if m.name == "gen_hang"]
+    assert hang.source == "task" and hang.expect == "PASS"
+
+
+class Wrapped:
+    """The scaffold's harness run behind the wrapper in ``mode`` (a real subprocess)."""
+
+    def __init__(self, tree: Path, mode: str | None, **extra: object) -> None:
+        argv = [sys.executable, "-I", "-B", "harness/serve.py"]
+        if mode:
+            (tree / "w").mkdir(exist_ok=True)
+            (tree / "w" / "wrap.py").write_bytes(WRAPPER.read_bytes())
+            (tree / "w" / "mutant.json").write_text(
+                json.dumps({"mode": mode, "vocab": 2048, **extra})
+            )
+            argv = [sys.executable, "-I", "-B", "w/wrap.py", *argv]
+        self.proc = subprocess.Popen(
+            argv, cwd=tree, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.ask({"op": "load"})["ok"]
+
+    def ask(self, request: dict) -> dict:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def run(self, prompts: list[list[int]], steps: int) -> list[list[int]]:
+        self.ask({"op": "prefill", "prompts": prompts})
+        tokens = self.ask({"op": "decode", "steps": steps})["tokens"]
+        self.ask({"op": "reset"})
+        return tokens
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+PROMPTS = [[5, 6, 7], [100, 2, 3, 4], [9], [2047, 0, 11]]
+
+
+def test_the_wrapper_cheats_behind_the_protocol(task: Path) -> None:
+    tree = task / "template"
+    honest = Wrapped(tree, None)
+    truth = honest.run(PROMPTS, 12)
+    single = honest.run(PROMPTS[:1], 12)
+    honest.close()
+    assert single == truth[:1]
+
+    shifted = Wrapped(tree, "row_shift")
+    assert shifted.run(PROMPTS, 12) == truth[1:] + truth[:1]
+    assert shifted.run(PROMPTS[:1], 12) == truth[:1]
+    shifted.close()
+
+    early = Wrapped(tree, "early_stop")
+    assert early.run(PROMPTS, 12) == [row[:9] + [0] * 3 for row in truth]
+    early.close()
+
+    stale = Wrapped(tree, "stale_state")
+    assert stale.run(PROMPTS[:1], 12) == truth[:1]  # a fresh process: honest
+    assert stale.run(PROMPTS, 12) == truth
+    assert stale.run(PROMPTS[:1], 12) != truth[:1]  # B=1 after a batch: stale
+    stale.close()
+
+    ahead = Wrapped(tree, "decode_in_prefill", ahead=20)
+    assert ahead.run(PROMPTS, 12) == truth  # right answers, the work done in prefill
+    ahead.close()
+
+
+@pytest.mark.docker
+def test_new_task_outside_the_project_passes_preflight_and_scores_a_faster_candidate(
+    tmp_path: Path, base_image
+) -> None:
+    status_before = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=PROJECT_ROOT, capture_output=True, text=True
+    ).stdout
+
+    def judge(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "judge", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+
+    made = judge("new-task", str(tmp_path / "toy"), "--kind", "decode")
+    assert made.returncode == 0, made.stderr
+    task = Path(made.stdout.strip())
+    again = judge("new-task", str(task), "--kind", "decode")
+    assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1
+    private = f"judge.private_dir={tmp_path / 'judge'}"
+    pre = judge("preflight", f"task={task}", private)
+    assert pre.returncode == 0, pre.stdout + pre.stderr[-3000:]
+    rows = [line.split() for line in pre.stdout.splitlines()[2:] if line.startswith(("gen", "b"))]
+    assert len(rows) >= 13 and {row[1] for row in rows} == {"generated"}, pre.stdout
+
+    cand = tmp_path / "cand"
+    subprocess.run(["cp", "-r", str(task / "template"), str(cand)], check=True)
+    engine = cand / "engine.py"
+    text = engine.read_text()
+    start, end = text.index("    def decode("), text.index("    def reset(")
+    engine.write_text(text[:start] + FASTER.lstrip("\n") + "\n" + text[end:])
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "batched decode"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cand, check=True
+        )
+    scored = judge("evaluate", f"task={task}", f"candidate={cand}", private)
+    assert scored.returncode == 0, scored.stdout + scored.stderr[-3000:]
+    evaluation = json.loads(scored.stdout.strip().splitlines()[-1])
+    assert evaluation["verdict"] == "PASS" and evaluation["metrics"]["x_baseline"] > 1.0
+    status_after = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=PROJECT_ROOT, capture_output=True, text=True
+    ).stdout
+    # Others may change the shared tree meanwhile: only what this test could have written counts.
+    new = set(status_after.splitlines()) - set(status_before.splitlines())
+    assert not [line for line in new if "results" in line or "toy" in line], new
