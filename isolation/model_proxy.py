@@ -13,8 +13,8 @@ when it started, when the first byte came back, when it ended, bytes each way, `
 and the tokens the vendor's response reported, read by the API object) into the run's
 ``model_calls`` table. That is how an endpoint that errors or rate-limits shows
 in the results whatever the CLI says about it: the CLIs retry on their own, and some announce
-it (Claude Code), some partly (Codex: no delays), some not at all (Gemini CLI), but every retry
-is a request through the proxy. :func:`analysis.model_calls.seat_outages` turns the calls into
+it, some partly, some not at all (``agents.clis``), but every retry is a request through the
+proxy. :func:`analysis.model_calls.seat_outages` turns the calls into
 the time each seat lost.
 
 Responses are streamed through as they arrive (server-sent events chunk by chunk), never
@@ -197,7 +197,7 @@ class Caller:
 @dataclass
 class ModelProxy:
     """Forwards seats' requests to ``upstream`` (the vendor's base URL, e.g.
-    ``https://api.openai.com/v1``) with the real ``key`` in the API's auth header.
+    ``https://api.vendor.example/v1``) with the real ``key`` in the API's auth header.
 
     Args:
         upstream: the vendor's base URL; requests must fall under its path.
@@ -252,8 +252,10 @@ class ModelProxy:
         return token
 
     def seat_for(self, headers: dict[str, str], query: list[tuple[str, str]]) -> Caller | None:
-        """The seat whose token came with a request (in any header a CLI puts a key in)."""
-        offered = [headers.get(h, "") for h in KEY_HEADERS]
+        """The seat whose token came with a request (in any header a CLI puts a key in, the
+        API's own auth header among them)."""
+        names = dict.fromkeys((*KEY_HEADERS, self.api.auth_header.lower()))
+        offered = [headers.get(h, "") for h in names if h != "authorization"]
         bearer = headers.get("authorization", "")
         if bearer.lower().startswith("bearer "):
             offered.append(bearer[7:].strip())
