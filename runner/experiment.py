@@ -477,7 +477,10 @@ class Run:
                 )
             else:
                 say("judge preflight: scoring the task's mutants before any agent starts")
-                report = run_preflight(judge_cfg, home, progress=say)
+                try:
+                    report = run_preflight(judge_cfg, home, progress=say)
+                except ValueError as exc:  # a catalogue that cannot vouch for the judge
+                    raise RunRefused(f"judge preflight: {exc}") from None
                 say(format_table(report.rows))
                 if report.note:
                     say(report.note)

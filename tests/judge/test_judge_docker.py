@@ -13,7 +13,7 @@ import time
 import pytest
 
 from judge.api import compose_judge_config
-from judge.preflight import build_mutant_repo, load_mutants
+from judge.preflight import build_mutant_repo, catalogue, load_mutants
 from judge.private import setup
 from judge.queue import JudgeQueue
 from judge.service import run_until_done
@@ -60,7 +60,7 @@ def test_preflight_scores_every_mutant_as_expected(overrides, cfg, home):
     assert record["ok"] and record["complete"]
     rows = record["rows"]
     assert len(rows) >= 12
-    may_be_unresolved = {m.name for m in load_mutants(cfg) if m.b1_margin is not None}
+    may_be_unresolved = {m.name for m in catalogue(cfg) if m.b1_margin is not None}
     for row in rows:
         # UNRESOLVED is allowed only for a B=1 mutant the machine's own noise cannot resolve.
         allowed = {"ok", "UNRESOLVED"} if row["mutant"] in may_be_unresolved else {"ok"}
