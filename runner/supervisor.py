@@ -41,8 +41,9 @@ OUTPUT_LINES = 1_000_000
 
 
 @dataclass
-class Seat:
-    """A running seat: what was started, and how often it had to be restarted."""
+class RunningSeat:
+    """One seat's agent under supervision (``isolation.workspace.Seat`` is the seat itself):
+    what was started, and how often it had to be restarted."""
 
     spec: AgentSpec
     handle: AgentHandle | None = None
@@ -89,7 +90,7 @@ class Supervisor:
     ) -> None:
         self.backend = backend
         self.events = events
-        self.seats = {(s.arm, s.agent): Seat(s) for s in specs}
+        self.seats = {(s.arm, s.agent): RunningSeat(s) for s in specs}
         self.min_restart_interval_s = min_restart_interval_s
         self.tokens_every_s = tokens_every_s
         self._tokens_at = time.time()
@@ -98,7 +99,7 @@ class Supervisor:
         for seat in self.seats.values():
             self._start(seat, event)
 
-    def _start(self, seat: Seat, event: str, **detail: Any) -> None:
+    def _start(self, seat: RunningSeat, event: str, **detail: Any) -> None:
         spec = seat.spec
         if seat.restarts:
             env = {**spec.env, "SWARMLAB_KEEP_GOING": "1", "SWARMLAB_RESTARTS": str(seat.restarts)}
@@ -157,7 +158,7 @@ class Supervisor:
             self.collect_tokens()
         return restarted
 
-    def _plan_restart(self, seat: Seat, handle: AgentHandle, code: int | None) -> None:
+    def _plan_restart(self, seat: RunningSeat, handle: AgentHandle, code: int | None) -> None:
         """A CLI seat exited: keep its output, record its retries, and set when it restarts."""
         now = time.time()
         ran = now - seat.started_at
@@ -179,7 +180,7 @@ class Supervisor:
             "backoff_s": round(pause, 1),
         }
 
-    def _keep_output(self, seat: Seat, handle: AgentHandle) -> None:
+    def _keep_output(self, seat: RunningSeat, handle: AgentHandle) -> None:
         """Write a CLI's output of this start beside the seat's folders; record its retries."""
         spec = seat.spec
         output = handle.logs_tail(OUTPUT_LINES)

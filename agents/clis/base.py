@@ -12,14 +12,14 @@ with :func:`agents.clis.registry.register_cli`. It owns:
 - **session-record reader**: :meth:`Client.claims_document` / :meth:`Client.claims_line` (format
   detection) and :meth:`Client.read_records` (token usage, with the record's de-duplication
   rules), :attr:`Client.cost_source`;
-- **the vendor API it speaks**, by name (``api``: the model proxy's routes; ``auth_header``).
+- **the vendor API it speaks**, by name (``api``: an ``agents.apis`` name, whose module owns the
+  routes, the auth header, the server-side tools and the wire usage the model proxy uses).
 
 The record format of a CLI is its name (``AgentSpec.records_format``).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
 import shutil
@@ -42,24 +42,6 @@ CONTAINER_PATH = "/opt/swarmlab/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/us
 
 
 _TRIPLES = {"x64": "x86_64-unknown-linux-musl", "arm64": "aarch64-unknown-linux-musl"}
-
-
-NODE_MAJOR = 20  # the Gemini CLI's engines field: node >= 20
-
-
-@functools.cache
-def _node_version(path: str) -> str:
-    """``node --version`` of the program at ``path`` ('' when it is missing or fails)."""
-    try:
-        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
-
-
-def _node_major(path: str) -> int:
-    version = _node_version(path).lstrip("v").split(".")[0]
-    return int(version) if version.isdigit() else 0
 
 
 class ClientMissing(RuntimeError):
@@ -103,8 +85,6 @@ class Client:
             the host's ``/usr/bin/node``, seen in the container through the ``/usr`` mount).
         settings_dir: a folder of this repository mounted read-only at :attr:`settings_mount`
             (the CLI's fixed settings: no telemetry, no update checks).
-        auth_header: the header the vendor's API reads the key from (``authorization``:
-            ``Bearer KEY``); the model proxy sets it (``isolation.model_proxy``).
         api: the API the CLI speaks, whose model routes alone the model proxy forwards
             (the vendor API registry).
     """
@@ -122,7 +102,6 @@ class Client:
     fixed_env: Mapping[str, str] = field(default_factory=dict)
     interpreter: str = ""
     settings_dir: str = ""
-    auth_header: str = "authorization"
     api: str = "openai"
 
     # -- install -------------------------------------------------------------------------
@@ -164,12 +143,6 @@ class Client:
             raise ClientMissing(
                 f"{self.name} ({self.spec}) is not installed in {folder}: run"
                 f" `{self.install_command}` ({self.install_note})"
-            )
-        if self.interpreter and _node_major(self.interpreter) < NODE_MAJOR:
-            raise ClientMissing(
-                f"{self.name} ({self.spec}) runs on Node.js >= {NODE_MAJOR} at {self.interpreter}"
-                f" (the agent container borrows the host's /usr), found"
-                f" {_node_version(self.interpreter) or 'none'}: install Node.js there"
             )
         return path
 

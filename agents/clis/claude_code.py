@@ -201,7 +201,6 @@ CLAUDE_CODE = register_cli(
         default_base_url="https://api.anthropic.com",
         default_model="claude-sonnet-4-5",
         records=".claude/projects",
-        auth_header="x-api-key",
         api="anthropic",
         fixed_env={
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",

@@ -25,12 +25,14 @@ added to ``input``.
 
 from __future__ import annotations
 
+import functools
+import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.clis.base import CONTAINER_ROOT, Client
+from agents.clis.base import CONTAINER_ROOT, Client, ClientMissing
 from agents.clis.registry import register_cli
 from agents.usage import (
     UsageByModel,
@@ -83,9 +85,42 @@ def read_gemini(paths: list[Path]) -> UsageByModel:
     return result
 
 
+NODE_MAJOR = 20  # the Gemini CLI's engines field: node >= 20
+
+
+@functools.cache
+def _node_version(path: str) -> str:
+    """``node --version`` of the program at ``path`` ('' when it is missing or fails)."""
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _node_major(path: str) -> int:
+    version = _node_version(path).lstrip("v").split(".")[0]
+    return int(version) if version.isdigit() else 0
+
+
 @dataclass(frozen=True)
 class Gemini(Client):
     """The Gemini CLI, run by ``interpreter``."""
+
+    def binary(self, root: Path | None = None) -> Path:
+        """The installed ``gemini.js``; also checks the host's Node.js, which runs it.
+
+        Raises:
+            ClientMissing: not installed, or no Node.js >= :data:`NODE_MAJOR` at ``interpreter``.
+        """
+        path = super().binary(root)
+        if self.interpreter and _node_major(self.interpreter) < NODE_MAJOR:
+            raise ClientMissing(
+                f"{self.name} ({self.spec}) runs on Node.js >= {NODE_MAJOR} at {self.interpreter}"
+                f" (the agent container borrows the host's /usr), found"
+                f" {_node_version(self.interpreter) or 'none'}: install Node.js there"
+            )
+        return path
 
     def _command(self, prompt: str, model: str, *extra: str) -> list[str]:
         # --prompt=TEXT: a prompt that starts with "-" is still the prompt.
@@ -150,7 +185,6 @@ GEMINI = register_cli(
         records=".gemini/tmp",
         interpreter="/usr/bin/node",
         settings_dir="agents/client_config/gemini",
-        auth_header="x-goog-api-key",
         api="gemini",
         fixed_env={
             # Read-only settings above the user's: API key auth, no telemetry, no usage

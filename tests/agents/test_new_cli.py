@@ -185,9 +185,12 @@ def test_a_new_cli_needs_its_module_and_yaml_only(toy):
     # What the test needed (besides itself) is exactly what the registry says a CLI needs.
     assert written == sorted(files_for_cli(NAME)) and len(written) == len(CLI_FILES) == 2
     assert not any((PROJECT_ROOT / f).exists() for f in files_for_cli(NAME))
-    # The bundled CLIs follow the same layout.
+    # The bundled CLIs follow the same layout, each on an API the registry knows.
+    from agents.apis import get_api
+
     for name in ("claude_code", "codex", "gemini", "mini_swe"):
         assert all((PROJECT_ROOT / f).is_file() for f in files_for_cli(name)), name
+        assert get_api(get_cli(name).api) is not None
     assert cli.record_format == NAME
     from analysis.tokens import formats
 
