@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the agent CLIs the real-client seats and tests use (Claude Code, Codex, Gemini CLI),
-# at their pinned versions, with npm into results/.cache/clients/ (see agents/clients.py). A no-op
+# at their pinned versions, with npm into results/.cache/clients/ (see agents/clis/). A no-op
 # when they are already there; the first time it needs npm and the npm registry (~370 MB
 # download, ~910 MB on disk, ~25 s). The Gemini CLI then runs on the host's /usr/bin/node (>= 20).
 # mini-swe-agent is a PyPI package: pip into a virtual environment of its own made with the
