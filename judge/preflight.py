@@ -236,7 +236,9 @@ def build_mutant_repo(
 
 def judge_code_hash() -> str:
     digest = hashlib.sha256()
-    for file in sorted(Path(__file__).parent.glob("*.py")):
+    here = Path(__file__).parent
+    # The kinds' modules too: their checks and generated mutants are the judge's criteria.
+    for file in sorted([*here.glob("*.py"), *here.glob("kinds/*.py")]):
         digest.update(file.read_bytes())
     return digest.hexdigest()
 
