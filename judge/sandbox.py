@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import docker.errors
+
 from isolation import docker_client, host_python_mounts
 from isolation.taskenv import BUILD_DIR, TaskRuntime
 from judge.config import SandboxConfig
@@ -338,7 +340,16 @@ class SandboxContainer:
     @contextmanager
     def frozen(self) -> Iterator[None]:
         """Freeze every process of this container for the duration of the block."""
-        self.client.api.pause(self.id)
+        for attempt in range(20):
+            try:
+                self.client.api.pause(self.id)
+                break
+            except docker.errors.APIError as exc:
+                # runc's cgroup freeze gives up ("unable to freeze") while a process is still
+                # exiting (a closed engine's teardown on a loaded machine): it clears in moments.
+                if "unable to freeze" not in str(exc) or attempt == 19:
+                    raise
+                time.sleep(0.1)
         self.paused = True
         try:
             yield
