@@ -39,3 +39,33 @@ def test_a_build_writing_into_the_tree_stops_setup_in_one_line(tmp_path):
     assert "the task's build exited with 1 on the baseline" in line
     assert "$SWARMLAB_BUILD" in line and "read-only" in line.lower()
     assert not list(private.glob("*/hidden/sets-*")), "stored sets left half made"
+
+
+def test_a_baseline_that_fails_to_build_in_an_evaluation_is_error_not_wrong(
+    judge_private_dir, base_image, tmp_path, monkeypatch
+):
+    from isolation.gitutil import template_repo
+    from judge import evaluation
+    from judge.api import compose_judge_config
+    from judge.private import BaselineBuildFailed, setup
+    from judge.queue import JudgeQueue
+    from judge.service import run_until_done
+    from judge.verdict import Verdict
+
+    cfg = compose_judge_config(["task=decode_cpu", f"judge.private_dir={judge_private_dir}"])
+    home = setup(cfg)
+    repo, commit = template_repo(
+        PROJECT_ROOT / "tasks" / "decode_cpu" / "template", tmp_path / "cand.git"
+    )
+    built = []
+
+    def failing(sandbox, box, build, timeout):
+        built.append(box.name)
+        raise BaselineBuildFailed("the task's build exited with 1 on the baseline (template/)")
+
+    monkeypatch.setattr(evaluation, "build_baseline", failing)
+    job = JudgeQueue(home.queue_path).enqueue(arm="build", agent="w", repo=str(repo), commit=commit)
+    [result] = run_until_done(cfg, home, [job])
+    assert (result.verdict, result.reason) == (Verdict.ERROR, "infrastructure"), result.detail
+    assert "on the baseline" in result.detail
+    assert built and all(name.endswith("-baseline") for name in built)
