@@ -81,3 +81,29 @@ def test_an_image_retagged_since_setup_is_an_infrastructure_fault(tmp_path, monk
         private.sandbox_runtime(cfg.task, home)
     home.manifest["image_id"] = "sha256:new"
     assert private.sandbox_runtime(cfg.task, home) is now
+
+
+@pytest.mark.docker
+def test_python_m_judge_exits_2_on_a_missing_asset_and_makes_no_judge_folder(tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    folder = tmp_path / "task"
+    shutil.copytree(PROJECT_ROOT / "tasks" / "decode_cpu", folder)
+    spec = yaml.safe_load((folder / "task.yaml").read_text())
+    spec["assets"] = {"weights": "weights/model.bin"}
+    (folder / "task.yaml").write_text(yaml.safe_dump(spec))
+    private = tmp_path / "judge"
+    done = subprocess.run(
+        [sys.executable, "-m", "judge", "setup", f"task={folder}", f"judge.private_dir={private}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "asset weights" in line and "weights/model.bin" in line and "task.yaml" in line
+    assert not private.exists() or not any(private.iterdir())
