@@ -163,7 +163,8 @@ def test_new_task_outside_the_project_passes_preflight_and_scores_a_faster_candi
     again = judge("new-task", str(task), "--kind", "decode")
     assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1
     private = f"judge.private_dir={tmp_path / 'judge'}"
-    pre = judge("preflight", f"task={task}", private)
+    # One evaluation at a time: two sandboxes on a loaded 2-CPU machine made runc's pause fail.
+    pre = judge("preflight", f"task={task}", private, "judge.preflight_parallel=1")
     assert pre.returncode == 0, pre.stdout + pre.stderr[-3000:]
     rows = [line.split() for line in pre.stdout.splitlines()[2:] if line.startswith(("gen", "b"))]
     assert len(rows) >= 13 and {row[1] for row in rows} == {"generated"}, pre.stdout
