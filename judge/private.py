@@ -121,9 +121,15 @@ def task_fingerprint(cfg: DictConfig) -> str:
         p for p in template.rglob("*") if p.is_file() and "__pycache__" not in p.parts
     ):
         digest.update(file.relative_to(template).as_posix().encode() + b"\0" + file.read_bytes())
-    digest.update(
-        json.dumps(OmegaConf.to_container(cfg.task, resolve=True), sort_keys=True).encode()
-    )
+    settings = OmegaConf.to_container(cfg.task, resolve=True)
+    assert isinstance(settings, dict)
+    # Where the folder lies is not what it is: a copied task or a moved project keeps its
+    # judge folder. What the input generator draws is: its file joins the hash.
+    settings.pop("root", None)
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    inputs = task_root(cfg.task) / str(cfg.task.inputs).partition(":")[0]
+    if inputs.suffix == ".py" and inputs.is_file():
+        digest.update(b"inputs\0" + inputs.read_bytes())
     sandbox = cfg.judge.sandbox
     digest.update(
         f"{JUDGE_VERSION}|{sandbox.image}|{sandbox.python}|{sys.version}|{np.__version__}".encode()

@@ -277,12 +277,23 @@ class EngineProcess:
         self.requests.append((op, elapsed))
         return check_reply(parse_line(reply, op), payload, self.batch, vocab), elapsed
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 5.0) -> None:
+        """End the engine: its stdin closes, then wait up to ``wait_s`` for it to exit.
+
+        The wait matters: the cgroup freezer gives up ("unable to freeze") on a process that is
+        still exiting, and the next B=1 pair freezes this container as soon as it starts.
+        """
         with suppress(OSError):
             self._stream.sock.shutdown(socket.SHUT_WR)
         self._stream.sock.close()
         with suppress(Exception):
             self._io.close()
+        deadline = time.monotonic() + wait_s
+        with suppress(Exception):
+            while self.container.client.api.exec_inspect(self.exec_id).get("Running"):
+                if time.monotonic() > deadline:
+                    break  # an engine that ignores EOF: it stays, frozen with its container
+                time.sleep(0.02)
 
 
 @dataclass
@@ -340,16 +351,22 @@ class SandboxContainer:
     @contextmanager
     def frozen(self) -> Iterator[None]:
         """Freeze every process of this container for the duration of the block."""
-        for attempt in range(20):
+        delay = 0.05
+        for attempt in range(12):
             try:
                 self.client.api.pause(self.id)
                 break
             except docker.errors.APIError as exc:
                 # runc's cgroup freeze gives up ("unable to freeze") while a process is still
                 # exiting (a closed engine's teardown on a loaded machine): it clears in moments.
-                if "unable to freeze" not in str(exc) or attempt == 19:
+                if "unable to freeze" not in str(exc):
                     raise
-                time.sleep(0.1)
+                if attempt == 11:  # ~10 s: the machine's fault, never the candidate's verdict
+                    raise InfrastructureFault(
+                        f"could not freeze the {self.name} sandbox: {exc}"
+                    ) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
         self.paused = True
         try:
             yield
