@@ -128,7 +128,7 @@ def catalogue_problem(cfg: DictConfig, mutants: list[Mutant]) -> str | None:
     from judge.kinds import get_kind
 
     kind = get_kind(cfg.task.kind)
-    required = getattr(kind, "required_reasons", lambda task: [])(cfg.task)
+    required = kind.required_reasons(cfg.task)
     held = {f"{m.expect} ({m.reason})" for m in mutants if m.reason}
     missing = [r for r in required if r not in held]
     if not any(_is_unmodified_pass(m) for m in mutants):

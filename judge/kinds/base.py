@@ -131,3 +131,11 @@ class TaskKind(Protocol):
     def generated_mutants(self, cfg: DictConfig) -> list[Mutant]:
         """The kind's generic mutants, derived from the task itself (no hand-written patch)."""
         ...
+
+    def required_reasons(self, task: DictConfig) -> list[str]:
+        """The verdicts (``"WRONG (mismatch)"``, …) a preflight catalogue must hold at least
+        once each: one per check of the kind, so that no check goes untested."""
+        ...
+
+    # Optional: ``scaffold(target: Path, name: str | None) -> Path`` writes a working task
+    # folder of the kind (``python -m judge new-task DIR --kind NAME``).

@@ -26,6 +26,9 @@ def dummy_kind():
         def generated_mutants(self, cfg):
             return []
 
+        def required_reasons(self, task):
+            return ["WRONG (mismatch)"]
+
     yield DummyKind
     del _KINDS["dummy_latency"]
 
