@@ -1047,18 +1047,42 @@ MUTANTS: list[Mutant] = [
     ),
     # A faster exp by editing the frozen engine/numerics.h.
     Mutant("numerics_edit", FAST_EXP_HEADER),
-    # Prints a fake speed where a person would look (stdout is stderr; never read).
+    # Claims a fake speed where a person would look (stderr, /tmp/timing.json); never read.
+    # A constructor outside every timed function: the claim, not a slowdown, is what is tested
+    # (the build's -falign flags keep the hot loops' alignment whatever code is added).
     Mutant(
         "fake_timing_print",
         [
             (
                 MODEL,
-                """    for (int step = 0; step < steps; step++) {
-        for (int b = 0; b < batch; b++) {""",
-                """    printf("{\\"ok\\": true, \\"tok_s\\": 99999.0}\\n");
+                """            if (forward(e, s, best, 1)) {
+                fail(err, cap, "out of memory");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+""",
+                """            if (forward(e, s, best, 1)) {
+                fail(err, cap, "out of memory");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+__attribute__((constructor)) static void claim_speed(void) {
+    fprintf(stderr, "{\\"ok\\": true, \\"tok_s\\": 99999.0}\\n");
     fprintf(stderr, "decode: 99999 tok/s\\n");
-    for (int step = 0; step < steps; step++) {
-        for (int b = 0; b < batch; b++) {""",
+    FILE *claim = fopen("/tmp/timing.json", "w");
+    if (claim) {
+        fputs("{\\"tok_s\\": 99999.0}\\n", claim);
+        fclose(claim);
+    }
+}
+""",
             ),
         ],
     ),

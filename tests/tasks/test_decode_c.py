@@ -411,7 +411,7 @@ def test_fake_timing_fd3_writes_out_of_turn_on_the_protocol(tmp_path: Path) -> N
 def test_fake_timing_print_never_reaches_the_protocol(tmp_path: Path, expected: dict) -> None:
     server = _mutant(tmp_path, "fake_timing_print").serve()
     assert server.run(expected["b16:prompts"][:2], 24) == expected["b16"][:2]
-    assert "99999" in server.close()  # printf went to stderr
+    assert "99999" in server.close()  # the claim went to stderr
 
 
 def test_numerics_edit_changes_only_the_frozen_zone() -> None:

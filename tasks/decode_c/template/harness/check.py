@@ -33,6 +33,7 @@ EXPECTED = Path(__file__).resolve().parent / "public_expected.json"
 # The judge's build command (the task's `build`), with {build} the output folder.
 BUILD = [
     "gcc", "-std=c11", "-O2", "-ffp-contract=off", "-fno-math-errno",
+    "-falign-functions=64", "-falign-loops=64", "-falign-jumps=64",
     "-o", "{build}/serve", "harness/serve.c", "engine/weights.c", "engine/model.c", "-lm",
 ]  # fmt: skip
 VOCAB = 3000
