@@ -200,10 +200,11 @@ def build_mutant_repo(
 ) -> tuple[Path, dict[str, str]]:
     """A repository with the template on ``master`` and a branch ``mutant/<name>`` per mutant;
     returns (its path, {name: sha})."""
+    from judge.kinds.decode_mutants import record_serve  # it imports Mutant from here
+
     root = home.root / "mutants"
     shutil.rmtree(root, ignore_errors=True)
-    serve_file = home.root / "mutant-serve.json"
-    serve_file.unlink(missing_ok=True)
+    record_serve(home, {})  # a stale record must never name commits of a new repository
     root, base = template_repo(
         task_root(cfg.task) / cfg.task.template, root, author=_AUTHOR, message="template"
     )
@@ -228,9 +229,7 @@ def build_mutant_repo(
     repo.git.checkout("-q", "-f", base)
     # Written only by the judge, beside its own repository: the evaluator serves these commits
     # (and no other) through their wrapper (judge.kinds.decode_mutants.candidate_serve).
-    serve_file.write_text(
-        json.dumps({shas[m.name]: list(m.serve) for m in mutants if m.serve}, indent=1)
-    )
+    record_serve(home, {shas[m.name]: list(m.serve) for m in mutants if m.serve})
     return root, shas
 
 
