@@ -30,7 +30,7 @@ from omegaconf import DictConfig
 from judge.checkout import extract_tree
 from judge.integrity import check_integrity
 from judge.kinds import get_kind
-from judge.kinds.decode_mutants import candidate_serve
+from judge.mutant import candidate_serve
 from judge.private import (
     BaselineBuildFailed,
     InputSet,

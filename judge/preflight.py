@@ -11,7 +11,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import git
@@ -19,6 +19,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from isolation.gitutil import commit_all, template_repo
+from judge.mutant import Mutant, record_serve
 from judge.private import JudgeHome, task_fingerprint
 from judge.service import describe, queue_for, run_until_done
 from judge.verdict import Evaluation
@@ -26,30 +27,6 @@ from tasks.schema import task_root
 
 Progress = Callable[[str], None]
 _AUTHOR = ("swarmlab judge", "judge@swarmlab.invalid")
-
-
-@dataclass(frozen=True)
-class Mutant:
-    """A known candidate and the verdict the judge must give it."""
-
-    name: str
-    patch: str | None
-    expect: str
-    reason: str | None = None
-    min_x_baseline: float | None = None
-    max_x_baseline: float | None = None
-    # For a B=1 regression mutant: how far its true regression lies beyond the spec's limit.
-    # The judge can only be asked to convict it where its B=1 resolution is at least this fine.
-    b1_margin: float | None = None
-    # Text that must not appear in the verdict's detail (an engine's words carried out).
-    detail_excludes: list[str] = field(default_factory=list)
-    why: str = ""
-    # A generated mutant: edits a checkout of the template in place (instead of a patch).
-    tree: Callable[[Path], None] | None = field(default=None, compare=False, repr=False)
-    # The candidate's serve argv for this mutant (a wrapper in its tree); None: the task's.
-    serve: list[str] | None = None
-    # "generated" (the task kind derived it) or "task" (the task's mutants.yaml).
-    source: str = "task"
 
 
 @dataclass
@@ -200,8 +177,6 @@ def build_mutant_repo(
 ) -> tuple[Path, dict[str, str]]:
     """A repository with the template on ``master`` and a branch ``mutant/<name>`` per mutant;
     returns (its path, {name: sha})."""
-    from judge.kinds.decode_mutants import record_serve  # it imports Mutant from here
-
     root = home.root / "mutants"
     shutil.rmtree(root, ignore_errors=True)
     record_serve(home, {})  # a stale record must never name commits of a new repository
@@ -228,7 +203,7 @@ def build_mutant_repo(
         repo.git.update_ref(f"refs/heads/mutant/{m.name}", shas[m.name])
     repo.git.checkout("-q", "-f", base)
     # Written only by the judge, beside its own repository: the evaluator serves these commits
-    # (and no other) through their wrapper (judge.kinds.decode_mutants.candidate_serve).
+    # (and no other) through their wrapper (judge.mutant.candidate_serve).
     record_serve(home, {shas[m.name]: list(m.serve) for m in mutants if m.serve})
     return root, shas
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
-    from judge.preflight import Mutant
+    from judge.mutant import Mutant
     from judge.private import JudgeHome
     from judge.queue import Job
     from judge.verdict import Evaluation

@@ -12,7 +12,7 @@ from judge.kinds.base import Evaluator, Metric
 from judge.kinds.registry import task_kind
 
 if TYPE_CHECKING:
-    from judge.preflight import Mutant
+    from judge.mutant import Mutant
     from judge.private import JudgeHome
 
 

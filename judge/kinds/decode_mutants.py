@@ -23,16 +23,14 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from judge.integrity import in_zone
+from judge.mutant import Mutant
 
 if TYPE_CHECKING:
-    from judge.preflight import Mutant
-    from judge.private import JudgeHome
-    from judge.queue import Job
+    pass
 
 WRAPPER = Path(__file__).with_name("decode_wrap.py")
 # A top-level name no import can reach (it has a dot), outside any sane frozen zone.
 WRAP_DIRS = (".swarmlab_mutant", ".swarmlab_mutant_wrap")
-SERVE_FILE = "mutant-serve.json"
 
 # The decode kind's checks: a catalogue must hold a WRONG with each of these reasons.
 CHECK_REASONS = ("mismatch", "alternating", "prefill_cap", "b1_regression", "timeout")
@@ -97,7 +95,6 @@ def stale_reason(task: DictConfig) -> str:
 
 def generated(cfg: DictConfig) -> list[Mutant]:
     """The decode kind's generic mutants of ``cfg.task``, each with its expected verdict."""
-    from judge.preflight import Mutant
     from judge.private import home_path
     from tasks.schema import task_root
 
@@ -254,22 +251,3 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             )
         )
     return mutants
-
-
-def record_serve(home: JudgeHome, overrides: dict[str, list[str]]) -> None:
-    """Remember which of the mutant repository's commits are served how (preflight only)."""
-    (home.root / SERVE_FILE).write_text(json.dumps(overrides, indent=1))
-
-
-def candidate_serve(home: JudgeHome, job: Job) -> list[str] | None:
-    """The serve argv this job's candidate runs under, if it is one of the judge's own
-    generated mutants with a wrapper; None: the task's own ``serve``."""
-    mutant_repo = home.root / "mutants"
-    try:
-        if Path(job.repo).resolve() != mutant_repo.resolve():
-            return None
-        overrides = json.loads((home.root / SERVE_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    argv = overrides.get(job.commit)
-    return [str(a) for a in argv] if isinstance(argv, list) else None

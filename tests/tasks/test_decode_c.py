@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from judge.preflight import Mutant
+from judge.mutant import Mutant
 
 TASK = Path(__file__).resolve().parents[2] / "tasks" / "decode_c"
 TEMPLATE = TASK / "template"

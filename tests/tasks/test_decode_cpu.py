@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import yaml
 
-from judge.preflight import Mutant
+from judge.mutant import Mutant
 from tasks.decode_cpu import make_prompts
 
 TASK = Path(__file__).resolve().parents[2] / "tasks" / "decode_cpu"
