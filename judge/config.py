@@ -88,6 +88,9 @@ class JudgeConfig:
     # An infrastructure fault re-queues the evaluation; after this many tries it stays ERROR.
     max_attempts: int = 3
     max_tree_mb: int = 64
+    # "staged": cheapest discriminating checks first, the baseline started only when needed and
+    # kept warm across evaluations. "naive": the original pipeline, kept for bench comparison.
+    pipeline: str = "staged"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
 
@@ -113,6 +116,7 @@ _CHOICES = {
     "preflight": ("required", "skip"),
     "near_tie_policy": ("wrong", "pass"),
     "b1_unresolved": ("warn", "fail"),
+    "pipeline": ("naive", "staged"),
 }
 
 

@@ -20,6 +20,7 @@ def test_defaults_compose() -> None:
         ("judge.b1_unresolved=ignore", "use one of warn, fail"),
         ("judge.near_tie_policy=maybe", "use one of wrong, pass"),
         ("judge.preflight=later", "use one of required, skip"),
+        ("judge.pipeline=fast", "use one of naive, staged"),
         ("judge.b1_alpha=0.7", "must lie in (0, 0.5)"),
         ("judge.b1_alpha=0", "must lie in (0, 0.5)"),
         ("judge.prefill_cap_factor=0.9", "must be above 1"),
