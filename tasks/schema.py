@@ -80,6 +80,34 @@ class DirectionConfig:
 
 
 @dataclass
+class ServerConfig:
+    """The ``server`` kind's settings: how the judge reaches and speaks to the task's server.
+
+    The judge starts ``serve`` with ``{host}`` and ``{port}`` filled in (also
+    ``$SWARMLAB_SERVER_HOST`` and ``$SWARMLAB_SERVER_PORT``; the host is 127.0.0.1 inside the
+    sandbox) and waits up to ``ready_timeout_s`` for ``GET ready_path`` to answer 200. Its own
+    load generator then streams OpenAI-compatible completions (docs/tasks.md, "The server
+    kind").
+
+    Attributes:
+        model: the ``model`` field every request carries.
+        ready_path: the readiness URL path (200 when the server is up).
+        ready_timeout_s: how long the server may take to come up (longer: WRONG ``timeout``).
+        endpoint: ``completions`` (``/v1/completions``) or ``chat`` (``/v1/chat/completions``).
+        concurrency: the concurrency levels measured; ``timing.batch`` is the headline's.
+        token_ids: where generated ids are read: each chunk's ``token_ids``, or
+            ``logprobs`` (``logprobs.tokens`` as ``"token_id:N"``).
+    """
+
+    model: str = "model"
+    ready_path: str = "/v1/models"
+    ready_timeout_s: float = 60.0
+    endpoint: str = "completions"
+    concurrency: list[int] = field(default_factory=lambda: [1, 16])
+    token_ids: str = "token_ids"
+
+
+@dataclass
 class TaskConfig:
     """A task: where its files are and what the judge runs on it (docs/tasks.md).
 
@@ -127,6 +155,8 @@ class TaskConfig:
     timing: TimingConfig = field(default_factory=TimingConfig)
     b1: B1Config = field(default_factory=B1Config)
     spec: SpecConfig = field(default_factory=SpecConfig)
+    # The server kind's node (None for every other kind).
+    server: ServerConfig | None = None
 
 
 def task_root(task: TaskConfig) -> Path:
