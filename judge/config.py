@@ -91,6 +91,11 @@ class JudgeConfig:
     # "staged": cheapest discriminating checks first, the baseline started only when needed and
     # kept warm across evaluations. "naive": the original pipeline, kept for bench comparison.
     pipeline: str = "staged"
+    # Identical trees (same git tree id, same settings) reuse an earlier evaluation, marked
+    # duplicate_of: "arm": within the same arm of the same run only; "all": across arms and
+    # runs of this queue too (arms then share one noisy sample: the report must say so);
+    # "off": every submission is judged. A re-judgement (rejudge=True) is never deduplicated.
+    duplicates: str = "arm"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
 
@@ -117,6 +122,7 @@ _CHOICES = {
     "near_tie_policy": ("wrong", "pass"),
     "b1_unresolved": ("warn", "fail"),
     "pipeline": ("naive", "staged"),
+    "duplicates": ("arm", "all", "off"),
 }
 
 

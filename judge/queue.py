@@ -44,7 +44,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     result TEXT,
     fair_key TEXT NOT NULL DEFAULT '',
     settings_hash TEXT NOT NULL DEFAULT '',
-    owner TEXT NOT NULL DEFAULT ''
+    owner TEXT NOT NULL DEFAULT '',
+    rejudge INTEGER NOT NULL DEFAULT 0,
+    tree_id TEXT NOT NULL DEFAULT '',
+    duplicate_of INTEGER
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, id);
 CREATE TABLE IF NOT EXISTS events (
@@ -83,6 +86,8 @@ class Job:
     attempts: int
     enqueued_at: float
     settings_hash: str = ""
+    # A deliberate re-judgement (the runner re-measuring a commit): never deduplicated.
+    rejudge: bool = False
 
 
 class JudgeQueue:
@@ -116,6 +121,13 @@ class JudgeQueue:
                 db.execute("ALTER TABLE jobs ADD COLUMN settings_hash TEXT NOT NULL DEFAULT ''")
             if "owner" not in columns:
                 db.execute("ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+            # Queues made before identical trees were recognised.
+            if "rejudge" not in columns:
+                db.execute("ALTER TABLE jobs ADD COLUMN rejudge INTEGER NOT NULL DEFAULT 0")
+            if "tree_id" not in columns:
+                db.execute("ALTER TABLE jobs ADD COLUMN tree_id TEXT NOT NULL DEFAULT ''")
+            if "duplicate_of" not in columns:
+                db.execute("ALTER TABLE jobs ADD COLUMN duplicate_of INTEGER")
 
     def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
         return connect_wal(self.path)
@@ -129,14 +141,17 @@ class JudgeQueue:
         commit: str,
         label: str = "",
         fair_key: str = "",
+        rejudge: bool = False,
     ) -> int:
         """Queue one commit (a full sha) of ``repo`` under this queue's settings hash; returns
         the job id. ``fair_key``: whose turn this job takes under the ``fair`` policy (default:
-        the arm's name)."""
+        the arm's name). ``rejudge``: a deliberate re-judgement, always evaluated afresh (never
+        answered with an earlier evaluation of the same tree)."""
         with self._connect() as db:
             cur = db.execute(
                 "INSERT INTO jobs (arm, agent, label, repo, commit_sha, state, enqueued_at,"
-                " fair_key, settings_hash, owner) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                " fair_key, settings_hash, owner, rejudge)"
+                " VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
                 (
                     arm,
                     agent,
@@ -147,6 +162,7 @@ class JudgeQueue:
                     fair_key,
                     self.settings_hash,
                     process_token(),
+                    int(rejudge),
                 ),
             )
             job_id = int(cur.lastrowid or 0)
@@ -341,11 +357,11 @@ class JudgeQueue:
 
     def _job(self, db: sqlite3.Connection, job_id: int) -> Job:
         row = db.execute(
-            "SELECT id, arm, agent, label, repo, commit_sha, attempts, enqueued_at, settings_hash"
-            " FROM jobs WHERE id = ?",
+            "SELECT id, arm, agent, label, repo, commit_sha, attempts, enqueued_at, settings_hash,"
+            " rejudge FROM jobs WHERE id = ?",
             (job_id,),
         ).fetchone()
-        return Job(*row)
+        return Job(*row[:-1], rejudge=bool(row[-1]))
 
     @staticmethod
     def _event(db: sqlite3.Connection, job_id: int | None, kind: str, data: dict) -> None:

@@ -58,6 +58,11 @@ class Evaluation:
     # The judge settings it was judged under (judge.config.settings_hash), set by the worker.
     settings_hash: str = ""
     metric: dict[str, Any] = field(default_factory=dict)
+    # The job whose evaluation of the same tree (same settings) this one reuses, judged once
+    # (judge.service): verdict, reason, detail, metrics and flags are its; no stage ran.
+    duplicate_of: int | None = None
+    # The git tree id of the commit, read from the judge's own copy of it ("" if unknown).
+    tree: str = ""
 
     @property
     def queue_wait_s(self) -> float:
