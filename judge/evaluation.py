@@ -145,6 +145,10 @@ class _Run:
         self.job = job
         self.stages: dict[str, float] = {}
         self.stage_engine: dict[str, float] = {}
+        # The part of engine_s (and of stage_engine) spent in the baseline's requests: the
+        # judge's reference runs, not the candidate's (bench/judge_overhead.py reports it apart).
+        self.stage_baseline: dict[str, float] = {}
+        self.baseline_engine_s = 0.0
         self.metrics: dict[str, Any] = {}
         self.flags: dict[str, Any] = {}
         self.engine_s = 0.0
@@ -170,11 +174,13 @@ class _Run:
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         start, engine_before = time.perf_counter(), self.engine_s
+        base_before = self.baseline_engine_s
         try:
             yield
         finally:
             self.stages[name] = round(time.perf_counter() - start, 4)
             self.stage_engine[name] = round(self.engine_s - engine_before, 4)
+            self.stage_baseline[name] = round(self.baseline_engine_s - base_before, 4)
 
     def input_set(self, set_name: str) -> InputSet:
         """A stored set, or one drawn in this evaluation."""
@@ -246,6 +252,7 @@ class _Run:
         except EngineFailure as failure:
             raise InfrastructureFault(f"baseline engine failed: {failure}") from None
         self.engine_s += seconds
+        self.baseline_engine_s += seconds
         return reply, seconds
 
     # -- the pieces ----------------------------------------------------------------------
@@ -472,6 +479,8 @@ class _Run:
         self.metrics["engine_s"] = round(self.engine_s, 4)
         self.metrics["overhead_s"] = round(total - self.engine_s, 4)
         self.metrics["stage_engine_s"] = self.stage_engine
+        self.metrics["baseline_engine_s"] = round(self.baseline_engine_s, 4)
+        self.metrics["stage_baseline_s"] = self.stage_baseline
         evaluation.metrics, evaluation.stages, evaluation.flags = (
             self.metrics,
             self.stages,
