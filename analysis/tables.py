@@ -21,7 +21,7 @@ Tables and columns:
     ``baseline`` re-judgements, never an agent's work), attempts, enqueued_at, started_at,
     finished_at, t_enqueued_s, t_start_s, t_end_s, duration_s (judge wall time, ``finished_at -
     started_at``), queue_wait_s, settings_hash (the judge settings it was judged under,
-    ``judge.config.settings_hash``; empty in a log made before evaluations recorded it).
+    ``judge.settings.settings_hash``; empty in a log made before evaluations recorded it).
 ``submissions`` (by run_id, submission_id): run_id, seed, arm, agent, role, agent_kind, scripted,
     submission_id, request_id, commit, message, at, t_s, job_id, verdict (``not evaluated`` when the
     judge never scored it), reason, score, metric, unit, x_baseline, t_verdict_s.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from judge.api import compose_judge_config
+from judge import compose_judge_config
 from judge.preflight import build_mutant_repo, load_mutants
 from judge.private import setup
 from judge.queue import JudgeQueue

@@ -19,8 +19,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from judge.api import compose_judge_config, load_judge_config
 from judge.checkout import BadInput, candidate_store, import_candidate, resolve_candidate
+from judge.compose import compose_judge_config, load_judge_config
 from judge.verdict import Verdict
 
 COMMANDS = ("preflight", "evaluate", "setup", "serve", "new-task")

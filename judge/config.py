@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
 
 from tasks.schema import TaskConfig
 
@@ -149,42 +146,6 @@ def judge_problems(judge: Any) -> list[str]:
         if judge[key] < 1:
             problems.append(f"judge.{key}={judge[key]}: must be at least 1")
     return problems
-
-
-# Judge settings that change no verdict, left out of the settings hash: where the private folder
-# lives (the queue lives in it, so all jobs of one queue share it anyway), the queue's order,
-# preflight itself, and which device or CPU times an evaluation (every comparison stays inside
-# one evaluation on one device; preflight spreads its mutants over several CPUs under one hash).
-NON_VERDICT_SETTINGS = ("private_dir", "queue_policy", "preflight", "preflight_parallel", "device")
-
-
-def settings_hash(cfg: Any) -> str:
-    """The hash of everything in a judge config that can change a verdict: the task's
-    fingerprint (template, task config, sandbox interpreter) and the judge settings, less
-    ``NON_VERDICT_SETTINGS`` and the sandbox's CPU set.
-
-    A job carries the hash it must be judged under and a worker claims only jobs of its own
-    hash, so a run is never judged with another run's settings. The config is normalised by the
-    schema first: the runner (its own composed config) and the service (the saved file) agree
-    on the hash of the same settings.
-
-    Args:
-        cfg: A config with ``task`` and ``judge`` nodes (a judge app or runner config).
-
-    Returns:
-        16 hex digits.
-    """
-    from judge.private import task_fingerprint  # judge.private imports the sandbox: lazily
-
-    typed = OmegaConf.merge(
-        OmegaConf.structured(JudgeAppConfig), {"task": cfg.task, "judge": cfg.judge}
-    )
-    judge: dict[str, Any] = OmegaConf.to_container(typed.judge, resolve=True)  # type: ignore[assignment]
-    for name in NON_VERDICT_SETTINGS:
-        judge.pop(name, None)
-    judge["sandbox"].pop("cpuset", None)
-    blob = json.dumps({"task": task_fingerprint(typed), "judge": judge}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def register_configs() -> None:

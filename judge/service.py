@@ -6,7 +6,7 @@ removes that worker's sandboxes. ``start_service`` launches it as its own OS pro
 session and process group, so restarting the runner or an agent never takes the judge down.
 
 A worker serves only the settings it was started with: it claims only jobs queued under its
-own settings hash (``judge.config.settings_hash``), stamps that hash on every evaluation, and
+own settings hash (``judge.settings.settings_hash``), stamps that hash on every evaluation, and
 names it in its device lock, so a run with other settings can see whom it waits for. A service
 that a run started (``start_service(owner=...)``) leaves once that run's process is gone and
 no job of its settings is left: it never outlives its run holding the device with stale
@@ -31,11 +31,11 @@ from types import FrameType
 
 from omegaconf import DictConfig
 
-from judge.config import settings_hash
 from judge.kinds import Metric, get_kind
 from judge.private import JudgeHome
 from judge.queue import JudgeQueue, process_alive
 from judge.sandbox import judge_cpuset, remove_stale_sandboxes
+from judge.settings import settings_hash
 from judge.verdict import Evaluation, Verdict
 from tasks.schema import PROJECT_ROOT
 

@@ -55,7 +55,7 @@ class Evaluation:
     started_at: float = 0.0
     finished_at: float = 0.0
     label: str = ""
-    # The judge settings it was judged under (judge.config.settings_hash), set by the worker.
+    # The judge settings it was judged under (judge.settings.settings_hash), set by the worker.
     settings_hash: str = ""
     metric: dict[str, Any] = field(default_factory=dict)
     # The job whose evaluation of the same tree (same settings) this one reuses, judged once

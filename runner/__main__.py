@@ -47,8 +47,7 @@ def _check_task_files(overrides: list[str]) -> None:
     wrong type in a task.yaml is one line naming that file, exit 2 (Hydra's own error would
     name only the task's option). The rest of a task's checks run with the run's overrides
     applied (runner/settings.py)."""
-    from judge.api import compose_judge_config
-    from judge.checkout import BadInput
+    from judge import BadInput, compose_judge_config
 
     for item in overrides:
         key, eq, value = item.partition("=")

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from judge.config import JudgeConfig
-from judge.config import register_configs as register_judge_configs
+from judge import JudgeConfig
+from judge import register_configs as register_judge_configs
 from tasks.schema import TaskConfig
 
 

@@ -28,9 +28,8 @@ from isolation.gitutil import template_repo
 from isolation.quota import QuotaPlan, QuotaWatch, quota_setting_problem
 from isolation.taskenv import task_runtime
 from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm, release_quotas
-from judge.api import load_judge_config, save_judge_config
+from judge import load_judge_config, save_judge_config, settings_hash
 from judge.checkout import BadInput
-from judge.config import settings_hash
 from judge.kinds import get_kind, run_metric
 from judge.preflight import (
     format_table,

@@ -22,8 +22,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from judge.api import task_problems
-from judge.config import judge_problems
+from judge import judge_problems, task_problems
 
 EXIT_BAD_SETTINGS = 2
 ARM_STARTS = ("master", "champion")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from judge.api import compose_judge_config
+from judge import compose_judge_config
 from judge.checkout import BadInput
 
 

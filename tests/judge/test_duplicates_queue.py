@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from judge.api import compose_judge_config
+from judge import compose_judge_config
 from judge.checkout import BadInput
 from judge.queue import JudgeQueue
 from judge.verdict import Evaluation, Verdict

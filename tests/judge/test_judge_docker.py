@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from judge.api import compose_judge_config
+from judge import compose_judge_config
 from judge.preflight import build_mutant_repo, catalogue, load_mutants
 from judge.private import setup
 from judge.queue import JudgeQueue

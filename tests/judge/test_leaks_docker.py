@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from judge.api import compose_judge_config
+from judge import compose_judge_config
 from judge.config import SandboxConfig
 from judge.evaluation import Evaluator
 from judge.queue import Job

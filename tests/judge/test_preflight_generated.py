@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.api import compose_judge_config
+from judge import compose_judge_config
 from judge.kinds.decode_mutants import WRAPPER
 from judge.kinds.decode_scaffold import write_decode_task
 from judge.preflight import catalogue, catalogue_problem, load_mutants

@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from judge.api import compose_judge_config, load_judge_config, save_judge_config
-from judge.config import settings_hash
+from judge import compose_judge_config, load_judge_config, save_judge_config
+from judge import settings_hash
 from judge.queue import JudgeQueue
 from judge.service import DeviceLock, device_holder
 from runner.experiment import QUICK_DEATHS, JudgeLink, JudgeServiceFailed, RunRefused

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from isolation import taskenv
 from judge import private
-from judge.api import compose_judge_config
+from judge import compose_judge_config
 from tasks.schema import PROJECT_ROOT
 
 

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from judge.api import compose_judge_config
+from judge import compose_judge_config
 from judge.evaluation import Evaluator, Timed, _Run, transition_walk
 from judge.private import Reference, batch_sizes, plan_inputs, transition_visits
 from judge.protocol import Reply

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.api import load_judge_config
+from judge import load_judge_config
 from judge.queue import JudgeQueue
 from runner.events import EventLog
 from tasks.schema import PROJECT_ROOT

@@ -16,7 +16,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from judge.api import compose_judge_config, load_judge_config, save_judge_config
+from judge import compose_judge_config, load_judge_config, save_judge_config
 from judge.checkout import BadInput
 from runner.config import quote_verbatim, register_configs
 from tasks.folder import load_task_callable, resolve_task_overrides
@@ -80,7 +80,7 @@ def test_a_saved_config_loads_the_generator_without_the_project_on_the_path(fold
     assert Path(load_judge_config(saved).task.root) == folder.resolve()
     script = (
         "import sys, json; from pathlib import Path\n"
-        "from judge.api import load_judge_config\n"
+        "from judge import load_judge_config\n"
         "from judge.private import draw_set\n"
         f"cfg = load_judge_config(Path({str(saved)!r}))\n"
         "s = draw_set(cfg.task, 5, 'x', 3, [8, 24], 4)\n"
@@ -370,7 +370,7 @@ def test_another_process_finds_a_folder_by_its_option_through_the_environment(fo
     from tasks.folder import ENV_FOLDERS, option_name
 
     script = (
-        "from judge.api import compose_judge_config\n"
+        "from judge import compose_judge_config\n"
         f"print(compose_judge_config(['task={option_name(folder)}']).task.root)\n"
     )
     env = {**os.environ, ENV_FOLDERS: str(folder)}

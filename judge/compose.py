@@ -1,4 +1,5 @@
-"""Config composition for the judge (Hydra's compose API, no output folders)."""
+"""Config composition for the judge (Hydra's compose API, no output folders): compose, load and
+save the judge's settings, and say what makes a task unusable."""
 
 from __future__ import annotations
 
