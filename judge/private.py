@@ -329,7 +329,7 @@ def setup(cfg: DictConfig, progress: Progress = _quiet) -> JudgeHome:
             json.dumps({s.name: {"prompts": s.prompts, "new_tokens": s.new_tokens} for s in sets})
         )
         try:
-            arrays, times = _run_baseline(cfg, root / "baseline", sets, progress)
+            arrays, times = _references_runner(cfg)(cfg, root / "baseline", sets, progress)
         except BaselineBuildFailed:
             shutil.rmtree(staging, ignore_errors=True)  # nothing half made is left behind
             raise
@@ -412,6 +412,15 @@ def build_baseline(
         f"the task's build {what} on the baseline (template/): {said or 'no output'}"
         " — fix task.yaml's build or the template (a build writes only to $SWARMLAB_BUILD)"
     )
+
+
+def _references_runner(cfg: DictConfig) -> Callable:
+    """How set-up records the baseline's references: a kind that speaks another protocol (the
+    server kind) brings its own ``baseline_references``; the engine protocol's otherwise."""
+    from judge.kinds import get_kind
+
+    kind = get_kind(str(cfg.task.get("kind") or "decode"))
+    return getattr(kind, "baseline_references", None) or _run_baseline
 
 
 def _run_baseline(

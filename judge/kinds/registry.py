@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from judge.kinds.base import Metric, TaskKind
 
 # Bundled kinds: imported on first use, so a kind's heavy imports cost nothing until asked for.
-_BUNDLED = {"decode": "judge.kinds.decode"}
+_BUNDLED = {"decode": "judge.kinds.decode", "server": "judge.kinds.server"}
 _KINDS: dict[str, type] = {}
 T = TypeVar("T", bound=type)
 

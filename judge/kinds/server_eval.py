@@ -1,0 +1,699 @@
+"""One evaluation of the ``server`` kind: checkout, integrity, sandbox, build, readiness,
+correctness, single-stream latency, timing at the task's concurrency levels.
+
+The candidate's ``serve`` starts an OpenAI-compatible server in its sandbox (no network: its
+loopback only); the judge's load generator (:mod:`judge.kinds.server_load`) reaches it from a
+sidecar that shares only that network namespace (:mod:`judge.kinds.server_sidecar`). The
+frozen baseline server runs the same way in its own sandbox, measured in the same evaluation,
+interleaved, the candidate frozen while the baseline is timed; every limit is relative to it.
+
+- Correctness: each case's stored prompts (``batch`` concurrent requests, ``new_tokens`` =
+  ``max_tokens``), then its confirmation set: every request's generated ids must equal the
+  baseline's recorded at set-up; a first divergence where the baseline's top-2 logprob margin
+  is under ``judge.near_tie_margin`` is a near tie, as in the decode kind.
+- Timing: at every concurrency of ``task.server.concurrency`` (and ``timing.batch``, the
+  headline), ``timing.runs`` paired runs on prompts drawn for this evaluation, the order
+  alternating; aggregate output tok/s counts the ids the judge received (never ``usage``);
+  x is the median paired ratio at the headline concurrency. Every timed reply is checked
+  against the baseline's reply in the same pair.
+- Single stream: B=1 pairs judged by the decode kind's exact sign test
+  (:func:`judge.evaluation.sign_test_count`): WRONG ``b1_regression`` only when proven.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import statistics
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from judge.checkout import extract_tree
+from judge.evaluation import median_lower_bound, sign_test_count
+from judge.integrity import check_integrity
+from judge.kinds.server_sidecar import LoadGen, ServerProcess
+from judge.mutant import candidate_serve
+from judge.private import (
+    BaselineBuildFailed,
+    InputSet,
+    JudgeHome,
+    Reference,
+    build_baseline,
+    draw_set,
+    sandbox_runtime,
+)
+from judge.queue import Job
+from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer
+from judge.verdict import Evaluation, Outcome, Verdict
+
+HOST = "127.0.0.1"
+PORT = 8000
+ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+
+def serve_argv(sandbox: Sandbox, serve: list[str]) -> list[str]:
+    """A server task's ``serve`` argv: ``{python}``/``{build}`` as for every kind, plus the
+    address the judge gives it (``{host}``, ``{port}``)."""
+    return [
+        part.replace("{host}", HOST).replace("{port}", str(PORT))
+        for part in sandbox.serve_argv(serve)
+    ]
+
+
+SERVER_ENV = {"SWARMLAB_SERVER_HOST": HOST, "SWARMLAB_SERVER_PORT": str(PORT)}
+
+
+@dataclass
+class RunResult:
+    """One load-generator run: every request's ids and times, on the judge's clock."""
+
+    wall_s: float
+    ids: list[list[int]]
+    ttft_s: list[float]
+    itl_s: list[float]
+    total_s: list[float]
+    margins: list[list[float | None]] | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Output tokens received (counted from the ids, never from the server's usage)."""
+        return sum(len(row) for row in self.ids)
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def requests_s(self) -> float:
+        return len(self.ids) / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass
+class Side:
+    """One server under test (the candidate's or the baseline's) and its load generator."""
+
+    label: str
+    box: SandboxContainer
+    server: ServerProcess
+    loadgen: LoadGen
+    path: str
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def first_difference(got: list[list[int]], ref: np.ndarray) -> tuple[int, int, int] | None:
+    """None if every request's ids equal its reference row; else (requests differing, first
+    request, first step). A row of another length differs at the first step past the shorter."""
+    rows = []
+    for i, want in enumerate(ref.tolist()):
+        have = got[i] if i < len(got) else []
+        step = next((j for j, (a, b) in enumerate(zip(have, want, strict=False)) if a != b), None)
+        if step is None and len(have) != len(want):
+            step = min(len(have), len(want))
+        if step is not None:
+            rows.append((i, step))
+    if len(got) != len(ref) and not rows:
+        rows.append((0, 0))
+    if not rows:
+        return None
+    return len(rows), rows[0][0], rows[0][1]
+
+
+def margins_array(margins: list[list[float | None]] | None, shape: tuple[int, int]) -> np.ndarray:
+    """The baseline's top-2 margins as an array of ``shape`` (missing entries: infinity, so
+    no divergence there reads as a near tie)."""
+    out = np.full(shape, np.inf)
+    for i, row in enumerate(margins or []):
+        for j, value in enumerate(row[: shape[1]]):
+            if value is not None and i < shape[0]:
+                out[i, j] = float(value)
+    return out
+
+
+class ServerEvaluator:
+    """Scores jobs of a server task for one judge home. One evaluation at a time."""
+
+    def __init__(self, cfg: DictConfig, home: JudgeHome) -> None:
+        self.cfg = cfg
+        self.home = home
+
+    def evaluate(self, job: Job) -> Evaluation:
+        return _ServerRun(self, job).execute()
+
+
+class _ServerRun:
+    def __init__(self, evaluator: ServerEvaluator, job: Job) -> None:
+        self.cfg = evaluator.cfg
+        self.task = evaluator.cfg.task
+        self.judge = evaluator.cfg.judge
+        self.server_cfg = self.task.server
+        self.home = evaluator.home
+        self.job = job
+        self.stages: dict[str, float] = {}
+        self.metrics: dict[str, Any] = {}
+        self.flags: dict[str, Any] = {}
+        self.log: list[dict[str, Any]] = []
+        self.hidden_sent = False
+        self.sandbox: Sandbox | None = None
+        self.cand: Side | None = None
+        self.base: Side | None = None
+        self.workdir = self.home.evals / f"{job.id}-{job.attempts}"
+        self.eval_seed = secrets.randbits(62)
+        self.log.append({"eval_seed": self.eval_seed})
+        self.source = str(self.server_cfg.token_ids)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages[name] = round(time.perf_counter() - start, 4)
+
+    # -- talking to the servers ---------------------------------------------------------
+
+    def start_side(self, box: SandboxContainer, serve: list[str], label: str) -> Side:
+        assert self.sandbox is not None
+        server = ServerProcess(box, serve, SERVER_ENV, f"{label} server")
+        loadgen = LoadGen(self.sandbox, box, label)
+        path = ENDPOINTS.get(str(self.server_cfg.endpoint), "/v1/completions")
+        return Side(label, box, server, loadgen, path)
+
+    def wait_ready(self, side: Side, candidate: bool) -> float:
+        """Poll the readiness path until 200: WRONG ``crash`` if the server exits first,
+        WRONG ``timeout`` past ``server.ready_timeout_s`` (for the baseline: ERROR)."""
+        limit = float(self.server_cfg.ready_timeout_s)
+        start = time.perf_counter()
+        while True:
+            left = limit - (time.perf_counter() - start)
+            reply = side.loadgen.call(
+                {
+                    "op": "ready",
+                    "host": HOST,
+                    "port": PORT,
+                    "path": str(self.server_cfg.ready_path),
+                    "timeout_s": max(0.05, min(1.0, left)),
+                },
+                timeout=30.0,
+            )
+            if reply.get("ok"):
+                return time.perf_counter() - start
+            alive = side.server.running()
+            if alive and time.perf_counter() - start < limit:
+                continue
+            self.log.append({"server": side.label, "output": side.server.output_tail})
+            if not candidate:
+                raise InfrastructureFault(
+                    f"the baseline server did not come up ({'timeout' if alive else 'exited'})"
+                )
+            # Nothing hidden has reached the server yet: its own words are safe to show.
+            said = side.server.output_tail[-1500:]
+            if not alive:
+                raise Outcome(
+                    Verdict.WRONG,
+                    "crash",
+                    "the server exited before it answered "
+                    f"GET {self.server_cfg.ready_path}" + (f"\n{said}" if said else ""),
+                )
+            raise Outcome(
+                Verdict.WRONG,
+                "timeout",
+                f"GET {self.server_cfg.ready_path} did not answer 200 within {limit:.0f} s"
+                + (f"\n{said}" if said else ""),
+            )
+
+    def run_timeout(self, requests: int, concurrency: int) -> float:
+        """The limit of one run: ``timeout_factor`` times the baseline's set-up time for such a
+        run (the larger of the headline shape's and ``rounds`` single streams in a row)."""
+        refs = self.home.references
+        timing, b1 = refs.get("shape:timing"), refs.get("shape:b1")
+        waves = -(-requests // max(1, concurrency))
+        guess = max(
+            timing.decode_s * waves if timing is not None else 0.0,
+            b1.decode_s * requests if b1 is not None else 0.0,
+        )
+        return self.judge.timeout_factor * guess + self.judge.timeout_floor_s
+
+    def load(
+        self, side: Side, s: InputSet, concurrency: int, context: str, margins: bool = False
+    ) -> RunResult:
+        """Stream every prompt of ``s`` to ``side`` at ``concurrency``. A candidate's failed
+        request is WRONG (``timeout``, ``crash``, ``protocol``); the baseline's is ERROR."""
+        candidate = side is self.cand
+        if candidate:
+            self.hidden_sent = True
+        timeout = self.run_timeout(s.batch, concurrency)
+        command = {
+            "op": "run",
+            "host": HOST,
+            "port": PORT,
+            "path": side.path,
+            "model": str(self.server_cfg.model),
+            "requests": [{"prompt": p, "max_tokens": s.new_tokens} for p in s.prompts],
+            "concurrency": concurrency,
+            "logprobs": margins,
+            "token_source": self.source,
+            "timeout_s": timeout,
+        }
+        reply = side.loadgen.call(command, timeout=timeout + 60.0)
+        results = reply.get("results") or []
+        failed = [r for r in results if not r.get("ok")]
+        if failed or len(results) != s.batch:
+            first = failed[0] if failed else {"kind": "protocol", "detail": "missing results"}
+            kind = str(first.get("kind"))
+            if kind not in ("timeout", "crash", "protocol"):
+                kind = "protocol"
+            self.log.append({"context": context, "side": side.label, "failed": failed[:4]})
+            if not candidate:
+                raise InfrastructureFault(f"the baseline server failed a request ({kind})")
+            if kind != "crash" and not side.server.running():
+                kind = "crash"
+            detail = {
+                "timeout": f"no complete answer within {timeout:.1f} s",
+                "crash": "the server exited or dropped the connection",
+                "protocol": "a reply that is not the contract's event stream",
+            }[kind]
+            raise Outcome(
+                Verdict.WRONG,
+                kind,
+                f"{context}: {len(failed) or 1} of {s.batch} requests failed: {detail}"
+                f" ({str(first.get('detail', ''))[:120]})",
+            )
+        ids = [list(r["ids"]) for r in results]
+        itl = [g for r in results for g in r["itl_s"]]
+        return RunResult(
+            wall_s=float(reply["wall_s"]),
+            ids=ids,
+            ttft_s=[float(r["ttft_s"]) for r in results],
+            itl_s=[float(g) for g in itl],
+            total_s=[float(r["total_s"]) for r in results],
+            margins=[list(r["margins"] or []) for r in results] if margins else None,
+        )
+
+    def base_load(
+        self, s: InputSet, concurrency: int, context: str, margins: bool = False
+    ) -> RunResult:
+        """:meth:`load` on the baseline with the candidate's container frozen throughout."""
+        assert self.cand is not None and self.base is not None
+        with self.cand.box.frozen():
+            return self.load(self.base, s, concurrency, context, margins)
+
+    def verify(
+        self, ids: list[list[int]], ref: np.ndarray, margins: np.ndarray, context: str
+    ) -> None:
+        """WRONG ``mismatch`` unless every request's ids equal the reference (a near tie at
+        the first divergence may pass, by ``judge.near_tie_policy``). The detail names only
+        counts and positions."""
+        found = first_difference(ids, ref)
+        if found is None:
+            return
+        n, row, step = found
+        rows, steps = ref.shape
+        detail = (
+            f"{context}: {n} of {rows} requests differ from the baseline's tokens;"
+            f" first: request {row} at token {step} of {steps}"
+        )
+        same_length = row < len(ids) and len(ids[row]) == steps
+        near = (
+            same_length and step < steps and float(margins[row, step]) < self.judge.near_tie_margin
+        )
+        if not same_length:
+            got = len(ids[row]) if row < len(ids) else 0
+            detail += f" ({got} tokens where max_tokens asked for {steps})"
+        if near:
+            detail += (
+                " (a near tie: the baseline's top-2 margin there is under"
+                f" {self.judge.near_tie_margin:g})"
+            )
+            self.flags["near_tie"] = True
+            if self.judge.near_tie_policy == "pass":
+                return
+        raise Outcome(Verdict.WRONG, "mismatch", detail, near_tie=near)
+
+    def check_fresh(
+        self, s: InputSet, cand: RunResult, base: RunResult, concurrency: int, context: str
+    ) -> None:
+        """The candidate's reply on prompts drawn now against the baseline's on the same; the
+        baseline's margins are measured (untimed) only when they differ."""
+        ref = np.asarray(base.ids, dtype=np.int64)
+        if ref.shape != (s.batch, s.new_tokens):
+            raise InfrastructureFault(f"the baseline returned no valid tokens on {s.name}")
+        if first_difference(cand.ids, ref) is None:
+            return
+        again = self.base_load(s, concurrency, f"{context} (margins)", margins=True)
+        if first_difference(again.ids, ref) is not None:
+            raise InfrastructureFault(f"the baseline is not deterministic on {s.name}")
+        self.verify(cand.ids, ref, margins_array(again.margins, ref.shape), context)
+
+    # -- stages -------------------------------------------------------------------------
+
+    def execute(self) -> Evaluation:
+        from judge.kinds import get_kind
+
+        started = time.time()
+        evaluation = Evaluation(
+            job_id=self.job.id,
+            arm=self.job.arm,
+            agent=self.job.agent,
+            commit=self.job.commit,
+            verdict=Verdict.PASS,
+            label=self.job.label,
+            attempts=self.job.attempts,
+            enqueued_at=self.job.enqueued_at,
+            started_at=started,
+            metric=get_kind("server").metric(self.task).to_dict(),
+        )
+        total_start = time.perf_counter()
+        try:
+            self.pipeline()
+        except Outcome as outcome:
+            evaluation.verdict, evaluation.reason, evaluation.detail = (
+                outcome.verdict,
+                outcome.reason,
+                outcome.detail,
+            )
+            self.flags.update(outcome.flags)
+        except InfrastructureFault as fault:
+            evaluation.verdict, evaluation.reason = Verdict.ERROR, "infrastructure"
+            evaluation.detail = str(fault)
+        except Exception as exc:  # a judge bug must never be charged to the agent
+            self.log.append({"judge_exception": traceback.format_exc()})
+            evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"
+            evaluation.detail = f"judge fault: {type(exc).__name__}"
+            if not self.hidden_sent:
+                evaluation.detail += f": {exc}"
+        finally:
+            with self.stage("teardown"):
+                for side in (self.cand, self.base):
+                    if side is not None:
+                        side.loadgen.close()
+                        side.server.close()
+                if self.sandbox is not None:
+                    self.sandbox.close()
+                shutil.rmtree(self.workdir / "tree", ignore_errors=True)
+        self.stages["total"] = round(time.perf_counter() - total_start, 4)
+        evaluation.metrics, evaluation.stages, evaluation.flags = (
+            self.metrics,
+            self.stages,
+            self.flags,
+        )
+        evaluation.finished_at = time.time()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        record = {"evaluation": evaluation.to_dict(), "log": self.log}
+        (self.workdir / "log.json").write_text(json.dumps(record, indent=1, default=str))
+        return evaluation
+
+    def pipeline(self) -> None:
+        task, judge = self.task, self.judge
+        tree = self.workdir / "tree"
+        shutil.rmtree(tree, ignore_errors=True)
+        with self.stage("checkout"):
+            extract_tree(self.job.repo, self.job.commit, tree, judge.max_tree_mb << 20)
+        with self.stage("integrity"):
+            check_integrity(
+                tree, list(task.frozen), self.home.frozen_hashes, list(task.package_names)
+            )
+        with self.stage("sandbox"):
+            self.sandbox = Sandbox(
+                judge.sandbox,
+                judge.device,
+                owner=self.home.owner,
+                tag=f"{self.home.owner}-{self.job.id}",
+                runtime=sandbox_runtime(task, self.home),
+            )
+            cand_box = self.sandbox.container("candidate", tree)
+            base_box = self.sandbox.container("baseline", self.home.baseline)
+            serve = serve_argv(self.sandbox, list(task.serve))
+            own = candidate_serve(self.home, self.job)
+            cand_serve = serve_argv(self.sandbox, own) if own else serve
+            with cand_box.frozen():
+                if task.build:
+                    try:
+                        build_baseline(
+                            self.sandbox, base_box, list(task.build), judge.build_timeout_s
+                        )
+                    except BaselineBuildFailed as exc:
+                        raise InfrastructureFault(str(exc)) from None
+                self.base = self.start_side(base_box, serve, "baseline")
+                self.wait_ready(self.base, candidate=False)
+        if task.build:
+            with self.stage("build"):
+                code, output = self.sandbox.build(cand_box, list(task.build), judge.build_timeout_s)
+                if code is None:
+                    raise Outcome(
+                        Verdict.WRONG,
+                        "timeout",
+                        f"build did not finish within {judge.build_timeout_s:.0f} s",
+                    )
+                if code != 0:
+                    raise Outcome(
+                        Verdict.WRONG, "build", f"build exited with {code}\n{output[-1500:]}"
+                    )
+        with self.stage("ready"):
+            self.cand = self.start_side(cand_box, cand_serve, "candidate")
+            self.metrics["ready_s"] = round(self.wait_ready(self.cand, candidate=True), 3)
+        with self.stage("correctness"):
+            self.correctness()
+        with self.stage("b1"):
+            self.b1_pairs()
+        with self.stage("timing"):
+            self.timing()
+
+    def correctness(self) -> None:
+        assert self.cand is not None
+        sanity = min(self.task.cases, key=lambda c: c.batch * c.new_tokens).name
+        for case in self.task.cases:
+            for prefix in ("case", "confirm"):
+                name = f"{prefix}:{case.name}"
+                s, ref = self.home.inputs[name], self.home.references[name]
+                context = f"case {case.name}" + (" (confirmation set)" if prefix != "case" else "")
+                got = self.load(self.cand, s, int(case.batch), context)
+                margins = (
+                    ref.margins if ref.margins is not None else np.full(ref.tokens.shape, np.inf)
+                )
+                self.verify(got.ids, ref.tokens, margins, context)
+                if case.name == sanity and prefix == "case":
+                    # A baseline that no longer reproduces its stored reference: this is not
+                    # the machine set up, and every in-evaluation reference would be suspect.
+                    base = self.base_load(s, int(case.batch), f"{context} (baseline)")
+                    if first_difference(base.ids, ref.tokens) is not None:
+                        raise InfrastructureFault(
+                            f"the baseline did not reproduce its own reference on {name}"
+                        )
+
+    def draw(self, name: str, batch: int, prompt_len: Any, new_tokens: int) -> InputSet:
+        return draw_set(self.task, self.eval_seed, f"fresh:{name}", batch, prompt_len, new_tokens)
+
+    def b1_pairs(self) -> None:
+        """Single-stream requests, candidate and baseline interleaved (ABBA), each on its own
+        prompt drawn now; the decode kind's rule: WRONG only when an exact one-sided sign test
+        proves the median ratio over ``1 + b1_max_regression``."""
+        assert self.cand is not None
+        b1, limit = self.task.b1, 1.0 + float(self.task.spec.b1_max_regression)
+        alpha = float(self.judge.b1_alpha)
+        ratios: list[float] = []
+        ttft: list[float] = []
+        while True:
+            first = len(ratios)
+            for i in range(first, min(first + int(b1.pairs), int(b1.max_pairs))):
+                s = self.draw(f"b1:{i}", 1, b1.prompt_len, int(b1.new_tokens))
+                context = f"single-stream run {i + 1}"
+                if i % 2 == 0:
+                    cand = self.load(self.cand, s, 1, context)
+                    base = self.base_load(s, 1, context)
+                else:
+                    base = self.base_load(s, 1, context)
+                    cand = self.load(self.cand, s, 1, context)
+                self.check_fresh(s, cand, base, 1, context)
+                ratios.append(cand.total_s[0] / base.total_s[0])
+                ttft.append(cand.ttft_s[0] / base.ttft_s[0] if base.ttft_s[0] > 0 else 1.0)
+            median = float(np.median(ratios))
+            suspicious = median > limit
+            complete = len(ratios) >= int(b1.max_pairs) or not self.judge.confirm_timing_failures
+            if not suspicious or complete:
+                break
+        above = sum(r > limit for r in ratios)
+        needed = sign_test_count(len(ratios), alpha)
+        lower = median_lower_bound(ratios, alpha)
+        self.metrics.update(
+            b1_ratio=round(median, 4),
+            b1_ttft_ratio=round(float(np.median(ttft)), 4),
+            b1_lower=round(lower, 4),
+            b1_resolution=round(median - lower, 4),
+            b1_above_limit=above,
+            b1_needed=needed,
+            b1_pairs=len(ratios),
+        )
+        if complete and above >= needed:
+            raise Outcome(
+                Verdict.WRONG,
+                "b1_regression",
+                f"single-stream requests are {100 * (median - 1):.1f}% slower than the"
+                f" baseline's: {above} of {len(ratios)} interleaved pairs over the"
+                f" {100 * (limit - 1):.0f}% limit (exact sign test, one-sided p <= {alpha:g})",
+                tokens_correct=True,
+            )
+        if suspicious:
+            self.flags["b1_unresolved"] = True
+
+    def concurrencies(self) -> list[int]:
+        headline = int(self.task.timing.batch)
+        levels = {int(c) for c in self.server_cfg.concurrency} | {headline}
+        return sorted(levels)
+
+    def timing(self) -> None:
+        """Paired runs at each concurrency level; the headline is ``timing.batch``'s."""
+        assert self.cand is not None
+        timing = self.task.timing
+        headline = int(timing.batch)
+        per_level: dict[str, dict[str, Any]] = {}
+        for level in self.concurrencies():
+            pairs: list[tuple[RunResult, RunResult]] = []
+            for i in range(int(timing.runs)):
+                s = self.draw(f"timing:{level}:{i}", level, timing.prompt_len, timing.new_tokens)
+                context = f"timing run {i + 1} at concurrency {level}"
+                if i % 2 == 0:
+                    cand = self.load(self.cand, s, level, context)
+                    base = self.base_load(s, level, context)
+                else:
+                    base = self.base_load(s, level, context)
+                    cand = self.load(self.cand, s, level, context)
+                self.check_fresh(s, cand, base, level, context)
+                pairs.append((cand, base))
+            per_level[str(level)] = summarize(pairs)
+        self.metrics["server"] = per_level
+        head = per_level[str(headline)]
+        self.metrics.update(
+            out_tok_s=head["tok_s"],
+            score=head["tok_s"],
+            baseline_out_tok_s=head["baseline_tok_s"],
+            baseline_score=head["baseline_tok_s"],
+            x_baseline=head["x"],
+            x_baseline_pairs=head["x_pairs"],
+            ttft_ms=head["ttft_ms"],
+            itl_ms=head["itl_ms"],
+            requests_s=head["requests_s"],
+            baseline_ttft_ms=head["baseline_ttft_ms"],
+            concurrency=headline,
+            target_x_baseline=float(self.task.spec.target_x_baseline),
+            hit_target=bool(head["x"] >= float(self.task.spec.target_x_baseline)),
+        )
+
+
+def _ms(values: list[float]) -> float:
+    return round(1000 * statistics.median(values), 3) if values else 0.0
+
+
+def summarize(pairs: list[tuple[RunResult, RunResult]]) -> dict[str, Any]:
+    """One concurrency level's numbers: medians over its paired runs (x: of the ratios)."""
+    ratios = [c.tok_s / b.tok_s if b.tok_s > 0 else 0.0 for c, b in pairs]
+    cand = [c for c, _ in pairs]
+    base = [b for _, b in pairs]
+    return {
+        "tok_s": round(statistics.median(r.tok_s for r in cand), 3),
+        "baseline_tok_s": round(statistics.median(r.tok_s for r in base), 3),
+        "x": round(statistics.median(ratios), 4),
+        "x_pairs": [round(v, 4) for v in ratios],
+        "requests_s": round(statistics.median(r.requests_s for r in cand), 3),
+        "baseline_requests_s": round(statistics.median(r.requests_s for r in base), 3),
+        "ttft_ms": _ms([t for r in cand for t in r.ttft_s]),
+        "baseline_ttft_ms": _ms([t for r in base for t in r.ttft_s]),
+        "itl_ms": _ms([g for r in cand for g in r.itl_s]),
+        "baseline_itl_ms": _ms([g for r in base for g in r.itl_s]),
+    }
+
+
+def baseline_references(
+    cfg: DictConfig, baseline: Path, sets: list[InputSet], progress: Any
+) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
+    """The stored sets' references at set-up: the baseline server's ids and top-2 margins for
+    every set (each set's prompts as concurrent requests), and per set (its slowest time to
+    first token, its wall time), which size an evaluation's timeouts.
+
+    Raises:
+        BaselineBuildFailed: the baseline does not build, never comes up, or does not answer
+            every request with ``new_tokens`` ids (the task's fault, exit 2 at set-up).
+    """
+    from isolation.taskenv import task_runtime
+    from tasks.schema import task_root
+
+    task, judge = cfg.task, cfg.judge
+    sandbox = Sandbox(
+        judge.sandbox,
+        judge.device,
+        owner="setup",
+        tag=f"setup-{secrets.token_hex(4)}",
+        runtime=task_runtime(task, task_root(task)),
+    )
+    arrays: dict[str, np.ndarray] = {}
+    times: dict[str, tuple[float, float]] = {}
+    server = loadgen = None
+    try:
+        box = sandbox.container("baseline", baseline)
+        if task.build:
+            build_baseline(sandbox, box, list(task.build), judge.build_timeout_s)
+        server = ServerProcess(box, serve_argv(sandbox, list(task.serve)), SERVER_ENV, "setup")
+        loadgen = LoadGen(sandbox, box, "setup")
+        ready = loadgen.call(
+            {
+                "op": "ready",
+                "host": HOST,
+                "port": PORT,
+                "path": str(task.server.ready_path),
+                "timeout_s": float(task.server.ready_timeout_s),
+            },
+            timeout=float(task.server.ready_timeout_s) + 30,
+        )
+        if not ready.get("ok"):
+            raise BaselineBuildFailed(
+                f"the baseline server never answered GET {task.server.ready_path}"
+                f" ({server.output_tail[-300:]!r}): fix task.yaml's serve or the template"
+            )
+        path = ENDPOINTS.get(str(task.server.endpoint), "/v1/completions")
+        for i, s in enumerate(sets):
+            reply = loadgen.call(
+                {
+                    "op": "run",
+                    "host": HOST,
+                    "port": PORT,
+                    "path": path,
+                    "model": str(task.server.model),
+                    "requests": [{"prompt": p, "max_tokens": s.new_tokens} for p in s.prompts],
+                    "concurrency": s.batch,
+                    "logprobs": True,
+                    "token_source": str(task.server.token_ids),
+                    "timeout_s": 600,
+                },
+                timeout=660,
+            )
+            results = reply.get("results") or []
+            bad = [r for r in results if not r.get("ok") or len(r["ids"]) != s.new_tokens]
+            if bad or len(results) != s.batch:
+                raise BaselineBuildFailed(
+                    f"the baseline server did not answer {s.name} with {s.new_tokens} ids per"
+                    f" request ({(bad or [{}])[0].get('detail', 'wrong count')}): fix the template"
+                )
+            arrays[f"tokens/{s.name}"] = np.asarray([r["ids"] for r in results], dtype=np.int64)
+            arrays[f"margins/{s.name}"] = margins_array(
+                [r["margins"] for r in results], (s.batch, s.new_tokens)
+            )
+            times[s.name] = (max(r["ttft_s"] for r in results), float(reply["wall_s"]))
+            if i % 8 == 7 or i == len(sets) - 1:
+                progress(f"  references {i + 1}/{len(sets)}")
+    finally:
+        for part in (loadgen, server):
+            if part is not None:
+                part.close()
+        sandbox.close()
+    return arrays, times
+
+
+__all__ = ["Reference", "ServerEvaluator", "baseline_references"]

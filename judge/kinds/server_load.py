@@ -1,0 +1,305 @@
+"""The server kind's load generator: the judge's own client, stdlib only.
+
+It runs in a sidecar container that shares only the candidate's (or the baseline's) network
+namespace (``judge.kinds.server_sidecar``), reads one JSON command per line on stdin and
+answers one JSON line on stdout, so it is spoken to exactly like an engine, and measures with
+its own clock. Nothing of swarmlab is imported: the file is mounted read-only into the sidecar
+and run as ``python -I -B server_load.py``. The judge on the host imports it too (tests, bench).
+
+Commands:
+
+- ``{"op": "ready", "host", "port", "path", "timeout_s"}``: poll ``GET path`` until it answers
+  200 or ``timeout_s`` passes: ``{"ok": true, "ready_s"}`` or ``{"ok": false, "kind":
+  "timeout"}`` (the judge decides crash vs. timeout: it sees whether the server still runs).
+- ``{"op": "run", "host", "port", "path", "model", "requests": [{"prompt", "max_tokens"}],
+  "concurrency", "logprobs", "token_source", "timeout_s"}``: every request streamed, at most
+  ``concurrency`` at once: ``{"ok": true, "wall_s", "results": [...]}``, one result per request
+  in order: ``{"ok": true, "ids", "ttft_s", "itl_s", "total_s", "margins"}`` or ``{"ok": false,
+  "kind": "timeout"|"crash"|"protocol", "detail"}``.
+
+Output tokens are counted from the ids received, never from the server's ``usage``. Every read
+is bounded (a line, a whole response), so a server cannot make the judge hold unbounded data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import itertools
+import json
+import socket
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+MAX_LINE = 1 << 16  # one SSE line
+MAX_RESPONSE = 8 << 20  # one whole response
+MAX_TOKENS_SLACK = 4  # ids beyond max_tokens are kept up to this many (the judge compares them)
+
+
+class RequestFailed(Exception):
+    """One request failed: ``kind`` is the judge's word for why (timeout, crash, protocol)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+
+
+def _token_id(text: object) -> int:
+    if isinstance(text, str) and text.startswith("token_id:"):
+        return int(text[len("token_id:") :])
+    raise ValueError("a logprobs token is not 'token_id:N'")
+
+
+def _margin(top: object) -> float | None:
+    """The top-1 minus top-2 logprob of one position's ``top_logprobs`` entry."""
+    if not isinstance(top, dict) or not top:
+        return None
+    values = sorted((float(v) for v in top.values()), reverse=True)
+    return values[0] - values[1] if len(values) > 1 else float("inf")
+
+
+def chunk_tokens(chunk: object, source: str) -> tuple[list[int], list[float | None], bool]:
+    """The new token ids of one parsed SSE chunk, their top-2 margins (None where the chunk
+    has no logprobs) and whether it carries a finish reason.
+
+    Raises:
+        ValueError: the chunk is not the contract's shape.
+    """
+    if not isinstance(chunk, dict):
+        raise ValueError("a chunk is not a JSON object")
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        if "usage" in chunk:  # the optional final usage chunk: never trusted, never counted
+            return [], [], False
+        raise ValueError("a chunk has no choices list")
+    if len(choices) == 0:
+        return [], [], False
+    if len(choices) != 1 or not isinstance(choices[0], dict):
+        raise ValueError("a chunk has more than one choice")
+    choice = choices[0]
+    logprobs = choice.get("logprobs")
+    if source == "logprobs":
+        if not isinstance(logprobs, dict) or not isinstance(logprobs.get("tokens"), list):
+            raise ValueError("a chunk has no logprobs.tokens")
+        ids = [_token_id(t) for t in logprobs["tokens"]]
+    else:
+        raw = choice.get("token_ids")
+        if raw is None:
+            raw = []
+        if not isinstance(raw, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) for t in raw
+        ):
+            raise ValueError("a chunk's token_ids is not a list of ints")
+        ids = list(raw)
+    margins: list[float | None] = [None] * len(ids)
+    if isinstance(logprobs, dict) and isinstance(logprobs.get("top_logprobs"), list):
+        tops = logprobs["top_logprobs"]
+        margins = [_margin(tops[i]) if i < len(tops) else None for i in range(len(ids))]
+    return ids, margins, choice.get("finish_reason") is not None
+
+
+def stream_request(
+    host: str,
+    port: int,
+    path: str,
+    body: dict,
+    deadline: float,
+    source: str = "token_ids",
+) -> dict:
+    """One streaming completion, measured on this process's clock (``time.perf_counter``).
+
+    Returns:
+        ``{"ok": True, "ids", "ttft_s", "itl_s", "total_s", "margins"}``.
+
+    Raises:
+        RequestFailed: no answer by ``deadline`` (timeout), refused or cut connection (crash),
+            anything but the contract's SSE stream (protocol).
+    """
+    payload = json.dumps(body).encode()
+    start = time.perf_counter()
+
+    def left() -> float:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            raise RequestFailed("timeout", "no complete answer in time")
+        return remaining
+
+    conn = http.client.HTTPConnection(host, port, timeout=left())
+    try:
+        try:
+            conn.request(
+                "POST",
+                path,
+                body=payload,
+                headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
+            )
+            # Kept: with "Connection: close" http.client drops conn.sock once the response
+            # owns the socket, and every read below needs its own timeout.
+            sock = conn.sock
+            sock.settimeout(left())
+            resp = conn.getresponse()
+        except TimeoutError:
+            raise RequestFailed("timeout", "no response headers in time") from None
+        except (ConnectionError, OSError, http.client.HTTPException) as exc:
+            raise RequestFailed("crash", f"connection failed: {type(exc).__name__}") from None
+        if resp.status != 200:
+            raise RequestFailed("protocol", f"HTTP status {resp.status}")
+        ctype = resp.getheader("Content-Type", "")
+        if "text/event-stream" not in ctype:
+            raise RequestFailed("protocol", "the response is not text/event-stream")
+        ids: list[int] = []
+        margins: list[float | None] = []
+        arrivals: list[float] = []
+        ttft = None
+        total_bytes = 0
+        done = False
+        while not done:
+            try:
+                sock.settimeout(left())
+                line = resp.fp.readline(MAX_LINE + 1)
+            except TimeoutError:
+                raise RequestFailed("timeout", f"stream stalled after {len(ids)} tokens") from None
+            except (ConnectionError, OSError) as exc:
+                raise RequestFailed("crash", f"stream cut: {type(exc).__name__}") from None
+            if not line:
+                raise RequestFailed("protocol", f"stream ended without [DONE] after {len(ids)}")
+            total_bytes += len(line)
+            if len(line) > MAX_LINE or total_bytes > MAX_RESPONSE:
+                raise RequestFailed("protocol", "an SSE line or the response is too long")
+            text = line.rstrip(b"\r\n")
+            if not text or text.startswith(b":"):
+                continue  # event separator or comment
+            if not text.startswith(b"data:"):
+                continue  # event:/id:/retry: fields carry nothing the judge reads
+            data = text[5:].strip()
+            if data == b"[DONE]":
+                done = True
+                break
+            now = time.perf_counter()
+            try:
+                new, gaps, _ = chunk_tokens(json.loads(data), source)
+            except (ValueError, RecursionError):
+                raise RequestFailed("protocol", "a malformed chunk") from None
+            if not new:
+                continue
+            if ttft is None:
+                ttft = now - start
+            arrivals.append(now)
+            ids.extend(new)
+            margins.extend(gaps)
+            if len(ids) > int(body.get("max_tokens", 0)) + MAX_TOKENS_SLACK:
+                break  # far past what was asked for: the judge calls it wrong already
+        end = time.perf_counter()
+        itl = [b - a for a, b in itertools.pairwise(arrivals)]
+        return {
+            "ok": True,
+            "ids": ids,
+            "ttft_s": ttft if ttft is not None else end - start,
+            "itl_s": itl,
+            "total_s": end - start,
+            "margins": margins if body.get("logprobs") else None,
+        }
+    finally:
+        conn.close()
+
+
+def request_body(model: str, prompt: list[int], max_tokens: int, logprobs: bool) -> dict:
+    """The contract's greedy streaming request (``logprobs`` only for the baseline's margins)."""
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "return_token_ids": True,
+    }
+    if logprobs:
+        body.update(logprobs=2, return_tokens_as_token_ids=True)
+    return body
+
+
+def run(cmd: dict) -> dict:
+    """The ``run`` command: every request of ``cmd`` streamed, at most ``concurrency`` at once."""
+    requests = cmd["requests"]
+    concurrency = max(1, min(int(cmd.get("concurrency", len(requests))), len(requests) or 1))
+    logprobs = bool(cmd.get("logprobs"))
+    source = str(cmd.get("token_source", "token_ids"))
+    host, port, path = str(cmd["host"]), int(cmd["port"]), str(cmd["path"])
+    bodies = [
+        # Ids read from logprobs need logprobs on every request, timed ones included.
+        request_body(
+            str(cmd["model"]), r["prompt"], int(r["max_tokens"]), logprobs or source == "logprobs"
+        )
+        for r in requests
+    ]
+    # A barrier so the first `concurrency` requests leave together, not as threads start.
+    gate = threading.Barrier(concurrency)
+    deadline = time.perf_counter() + float(cmd["timeout_s"])
+
+    def one(i: int) -> dict:
+        if i < concurrency:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                gate.wait(timeout=10)
+        try:
+            return stream_request(host, port, path, bodies[i], deadline, source)
+        except RequestFailed as exc:
+            return {"ok": False, "kind": exc.kind, "detail": str(exc)}
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        results = list(pool.map(one, range(len(bodies))))
+    return {"ok": True, "wall_s": time.perf_counter() - start, "results": results}
+
+
+def ready(cmd: dict) -> dict:
+    """The ``ready`` command: poll ``GET path`` until 200 or ``timeout_s``."""
+    start = time.perf_counter()
+    deadline = start + float(cmd["timeout_s"])
+    while True:
+        conn = http.client.HTTPConnection(
+            str(cmd["host"]), int(cmd["port"]), timeout=max(0.05, min(2.0, deadline - start))
+        )
+        try:
+            conn.request("GET", str(cmd["path"]))
+            resp = conn.getresponse()
+            resp.read(MAX_LINE)
+            if resp.status == 200:
+                return {"ok": True, "ready_s": time.perf_counter() - start}
+        except (OSError, http.client.HTTPException):
+            pass
+        finally:
+            conn.close()
+        if time.perf_counter() >= deadline:
+            return {"ok": False, "kind": "timeout"}
+        time.sleep(0.05)
+
+
+def handle(cmd: dict) -> dict:
+    """One command's answer (a judge bug in a command is answered, never raised)."""
+    try:
+        if cmd.get("op") == "ready":
+            return ready(cmd)
+        if cmd.get("op") == "run":
+            return run(cmd)
+        if cmd.get("op") == "ping":
+            return {"ok": True, "clock": time.perf_counter()}
+        return {"ok": False, "kind": "judge", "detail": f"unknown op {cmd.get('op')!r}"}
+    except Exception as exc:  # the judge's own fault: said, the process stays up
+        return {"ok": False, "kind": "judge", "detail": f"{type(exc).__name__}: {exc}"}
+
+
+def main() -> None:
+    # Ignore SIGPIPE-like noise: a closed stdin ends the loop, nothing else does.
+    socket.setdefaulttimeout(None)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        reply = handle(json.loads(line))
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

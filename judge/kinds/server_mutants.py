@@ -1,0 +1,198 @@
+"""The server kind's generated mutants: derived from the task itself, no hand-written patch.
+
+Like the decode kind's (``judge.kinds.decode_mutants``), none edits the server's source: the
+frozen-zone ones change the tree; the others add a stdlib HTTP proxy (``server_wrap.py``) in
+a non-frozen folder, served as ``{python} -I -B <folder>/wrap.py``: it starts the task's real
+``serve`` on the next port and cheats in front of it. The serve override is honoured only for
+the judge's own mutant repository (``judge.mutant.candidate_serve``).
+
+Expectations, and why:
+
+- ``gen_swap``: two concurrent requests trade prompts, so each gets the other's tokens:
+  WRONG ``mismatch`` (every correctness case with more than one request sees it).
+- ``gen_truncate``: the stream is cut after half the tokens, without ``[DONE]``: WRONG
+  ``protocol`` (a stream must end with ``[DONE]``).
+- ``gen_ignore_max_tokens``: asks the real server for 4 tokens more than requested: WRONG
+  ``mismatch`` (more ids than ``max_tokens``; extra output is never free throughput).
+- ``gen_cache``: a second identical request is replayed from memory. The judge never sends
+  a prompt twice to a candidate (stored sets once each, timed prompts drawn per run), so the
+  cache never hits: PASS with no gain (x <= 2).
+- ``gen_fake_usage``: a final ``usage`` chunk claiming 999999 tokens: the judge counts ids, so
+  PASS with no gain.
+- ``gen_serial``: one request at a time: PASS, no gain over a serial baseline, single stream
+  unchanged (against a batching baseline it would lose throughput, never correctness).
+- ``gen_slow_first``: the first request waits 1 s: it is a correctness request, never timed:
+  PASS.
+- ``gen_b1_slow_2x``: a request alone in flight streams twice as slowly: WRONG
+  ``b1_regression`` (UNRESOLVED where the machine's resolution is coarser).
+- ``gen_network``: a UDP connect() to TEST-NET-1 at start; exits when it fails: WRONG ``crash``
+  (it never answers readiness).
+- ``gen_hang``: every completion hangs: WRONG ``timeout``.
+- ``gen_frozen_edit`` / ``gen_frozen_added``: REJECT ``frozen_zone``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from functools import partial
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from judge.kinds.decode_mutants import _add_frozen_file, _edit_frozen_byte, _frozen_files, _wrap_dir
+from judge.mutant import Mutant
+
+WRAPPER = Path(__file__).with_name("server_wrap.py")
+CHECK_REASONS = ("mismatch", "protocol", "timeout", "crash", "b1_regression")
+
+
+def required_reasons(task: DictConfig) -> list[str]:
+    """The verdicts ``verdict (reason)`` a catalogue of ``task`` must hold at least once."""
+    needed = [f"WRONG ({r})" for r in CHECK_REASONS]
+    if list(task.frozen):
+        needed.append("REJECT (frozen_zone)")
+    return needed
+
+
+def _add_wrapper(tree: Path, folder: str, settings: dict[str, object]) -> None:
+    target = tree / folder
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(WRAPPER, target / "wrap.py")
+    (target / "mutant.json").write_text(json.dumps(settings, indent=1) + "\n")
+
+
+def generated(cfg: DictConfig) -> list[Mutant]:
+    """The server kind's generic mutants of ``cfg.task``, each with its expected verdict."""
+    from tasks.schema import task_root
+
+    task = cfg.task
+    template = task_root(task) / task.template
+    folder = _wrap_dir(task)
+    serve = ["{python}", "-I", "-B", f"{folder}/wrap.py"]
+
+    def wrapped(
+        name: str,
+        mode: str,
+        expect: str,
+        reason: str | None,
+        why: str,
+        max_x: float | None = None,
+        b1_margin: float | None = None,
+    ) -> Mutant:
+        settings = {"mode": mode, "serve": list(task.serve)}
+        return Mutant(
+            name=name,
+            patch=None,
+            expect=expect,
+            reason=reason,
+            max_x_baseline=max_x,
+            b1_margin=b1_margin,
+            why=why,
+            tree=partial(_add_wrapper, folder=folder, settings=settings),
+            serve=serve,
+            source="generated",
+        )
+
+    mutants = [
+        Mutant(
+            name="baseline",
+            patch=None,
+            expect="PASS",
+            max_x_baseline=2.0,
+            why="the template as it is: valid, and about as fast as itself",
+            source="generated",
+        ),
+        wrapped("gen_swap", "swap", "WRONG", "mismatch", "concurrent requests trade prompts"),
+        wrapped(
+            "gen_truncate",
+            "truncate",
+            "WRONG",
+            "protocol",
+            "the stream is cut after half the tokens, without [DONE]",
+        ),
+        wrapped(
+            "gen_ignore_max_tokens",
+            "ignore_max_tokens",
+            "WRONG",
+            "mismatch",
+            "generates 4 tokens more than max_tokens",
+        ),
+        wrapped(
+            "gen_cache",
+            "cache",
+            "PASS",
+            None,
+            "replays a repeated prompt from memory: the judge never repeats one, no gain",
+            max_x=2.0,
+        ),
+        wrapped(
+            "gen_fake_usage",
+            "fake_usage",
+            "PASS",
+            None,
+            "a final usage chunk claims 999999 tokens: the judge counts ids, no gain",
+            max_x=2.0,
+        ),
+        wrapped(
+            "gen_serial",
+            "serial",
+            "PASS",
+            None,
+            "one request at a time: correct, no gain",
+            max_x=2.0,
+        ),
+        wrapped(
+            "gen_slow_first",
+            "slow_first",
+            "PASS",
+            None,
+            "the first request waits 1 s: a correctness request, never timed",
+            max_x=2.0,
+        ),
+        wrapped(
+            "gen_b1_slow_2x",
+            "b1_slow",
+            "WRONG",
+            "b1_regression",
+            "a request alone in flight streams every token twice as slowly",
+            b1_margin=round(1.0 - float(task.spec.b1_max_regression), 4),
+        ),
+        wrapped(
+            "gen_network",
+            "network",
+            "WRONG",
+            "crash",
+            "a UDP connect() to TEST-NET-1 at start; exits when it fails",
+        ),
+        wrapped("gen_hang", "hang", "WRONG", "timeout", "every completion hangs"),
+    ]
+    frozen = list(task.frozen)
+    files = _frozen_files(template, frozen)
+    if files:
+        mutants.append(
+            Mutant(
+                name="gen_frozen_edit",
+                patch=None,
+                expect="REJECT",
+                reason="frozen_zone",
+                why=f"one byte appended to the frozen {files[0]}",
+                tree=partial(_edit_frozen_byte, rel=files[0]),
+                source="generated",
+            )
+        )
+    folders = [p[:-3] for p in frozen if p.endswith("/**")]
+    if folders:
+        added = f"{folders[0]}/generated_mutant_added.txt"
+        mutants.append(
+            Mutant(
+                name="gen_frozen_added",
+                patch=None,
+                expect="REJECT",
+                reason="frozen_zone",
+                why=f"a file added inside the frozen zone ({added})",
+                tree=partial(_add_frozen_file, rel=added),
+                source="generated",
+            )
+        )
+    return mutants

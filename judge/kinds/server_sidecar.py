@@ -1,0 +1,160 @@
+"""The server kind's processes: the task's server in its sandbox, and the judge's load
+generator in a sidecar that shares only that sandbox's network namespace.
+
+Why a sidecar: a sandbox has ``network_mode: none``, so its server is reachable on its own
+loopback only. The load generator must reach it without the candidate getting any network
+and without the candidate being able to touch the judge's client. A container started with
+``network_mode: container:<sandbox id>`` joins exactly that namespace (127.0.0.1 is the
+server's loopback, and there is still no route out), while its file system, process and IPC
+namespaces are its own: the candidate's processes cannot see, signal or trace the load
+generator, nor read its code or replies. The sidecar runs the judge's sandbox image and
+interpreter, read-only, with no capabilities, the judge's CPU, and
+:mod:`judge.kinds.server_load` mounted read-only; the judge speaks to it over ``docker exec``
+stdin/stdout, one JSON line each way, and its clock is the one that measures.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from contextlib import suppress
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from isolation import host_python_mounts
+from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer, _Stream
+
+LOADGEN = Path(__file__).with_name("server_load.py")
+LOADGEN_DIR = "/opt/swarmlab-loadgen"
+MAX_REPLY = 64 << 20
+
+
+class ServerProcess:
+    """The task's ``serve`` command running in a sandbox container; its output is drained in a
+    thread (a server that logs every request would otherwise block on a full pipe) and only
+    a tail is kept (the private log's)."""
+
+    def __init__(
+        self, box: SandboxContainer, argv: list[str], env: dict[str, str], label: str
+    ) -> None:
+        self.box = box
+        self.label = label
+        api = box.client.api
+        self.exec_id = api.exec_create(
+            box.id,
+            argv,
+            stdin=False,
+            stdout=True,
+            stderr=True,
+            workdir=box.workdir,
+            environment={**box.env, **env},
+            user=box.user,
+        )["Id"]
+        raw = api.exec_start(self.exec_id, socket=True)
+        self._raw = raw
+        self._stream = _Stream(getattr(raw, "_sock", raw).dup())
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        with suppress(Exception):
+            while not self._stream.closed:
+                self._stream.pump(None)
+                if len(self._stream.stdout) > 128 << 10:
+                    del self._stream.stdout[: -(64 << 10)]
+
+    @property
+    def output_tail(self) -> str:
+        """The last few KiB of the server's stdout and stderr (private: may hold hidden data)."""
+        out = bytes(self._stream.stdout[-2048:]) + bytes(self._stream.stderr[-2048:])
+        return out.decode("utf-8", "replace")
+
+    def running(self) -> bool:
+        """Whether the serve process is still alive (Docker's view of the exec)."""
+        try:
+            return bool(self.box.client.api.exec_inspect(self.exec_id).get("Running"))
+        except Exception as exc:
+            raise InfrastructureFault(f"could not inspect the {self.label} server: {exc}") from exc
+
+    def close(self) -> None:
+        """Drop the judge's end; the process goes with its container."""
+        with suppress(Exception):
+            self._stream.sock.close()
+        with suppress(Exception):
+            self._raw.close()
+
+
+class LoadGen:
+    """The judge's load generator in a sidecar of ``box`` (see the module's docstring)."""
+
+    def __init__(self, sandbox: Sandbox, box: SandboxContainer, role: str) -> None:
+        import docker
+
+        self.role = role
+        options = sandbox.container_options(f"{role}-loadgen", LOADGEN.parent)
+        # The interpreter and the load generator's one file: no tree, no assets, nothing else.
+        volumes = host_python_mounts() if sandbox.cfg.mount_host_python else {}
+        volumes[str(LOADGEN)] = {"bind": f"{LOADGEN_DIR}/server_load.py", "mode": "ro"}
+        options.update(
+            volumes=volumes,
+            network_mode=f"container:{box.id}",
+            working_dir=LOADGEN_DIR,
+            device_requests=None,
+            environment={},
+        )
+        try:
+            created = sandbox.client.containers.run(sandbox.image, ["sleep", "infinity"], **options)
+        except docker.errors.DockerException as exc:
+            raise InfrastructureFault(f"could not start the {role} load generator: {exc}") from exc
+        self.box = SandboxContainer(
+            sandbox.client, created.id, options["name"], LOADGEN_DIR, {}, box.user
+        )
+        # Removed with the evaluation's other containers.
+        sandbox.containers.append(self.box)
+        api = sandbox.client.api
+        self.exec_id = api.exec_create(
+            created.id,
+            [sandbox.python, "-I", "-B", f"{LOADGEN_DIR}/server_load.py"],
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            workdir=LOADGEN_DIR,
+            user=box.user,
+        )["Id"]
+        raw = api.exec_start(self.exec_id, socket=True)
+        self._raw = raw
+        self._stream = _Stream(getattr(raw, "_sock", raw).dup())
+
+    def call(self, command: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one command and return its reply. The load generator is the judge's own code:
+        any failure to answer is the judge's fault (InfrastructureFault)."""
+        try:
+            self._stream.sock.sendall((json.dumps(command) + "\n").encode())
+            line = self._stream.read_line(time.perf_counter() + timeout, limit=MAX_REPLY)
+            reply = json.loads(line)
+        except (OSError, TimeoutError, EOFError, ValueError) as exc:
+            tail = bytes(self._stream.stderr[-500:]).decode("utf-8", "replace")
+            raise InfrastructureFault(
+                f"the {self.role} load generator failed ({type(exc).__name__}): {tail}"
+            ) from None
+        if not isinstance(reply, dict):
+            raise InfrastructureFault(f"the {self.role} load generator answered {reply!r:.80}")
+        if reply.get("kind") == "judge":
+            raise InfrastructureFault(f"the {self.role} load generator: {reply.get('detail')}")
+        return reply
+
+    def close(self) -> None:
+        with suppress(OSError):
+            self._stream.sock.shutdown(socket.SHUT_WR)
+        with suppress(Exception):
+            self._stream.sock.close()
+        with suppress(Exception):
+            self._raw.close()
+
+
+def with_env(box: SandboxContainer, env: dict[str, str]) -> SandboxContainer:
+    """``box`` with ``env`` added to what its commands get (the same container)."""
+    return replace(box, env={**box.env, **env}, processes=[])

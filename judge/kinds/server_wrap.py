@@ -1,0 +1,190 @@
+"""A generated server mutant's proxy (stdlib only; copied into the mutant's tree, run there).
+
+``python -I -B server_wrap.py``: starts the task's real server (``mutant.json``'s ``serve``,
+placeholders filled in here) on the next port, and serves the judge's address itself as an
+HTTP proxy in front of it, cheating the way ``mutant.json`` names. It never reads the server's
+source, so it works for a server in any language. Nothing of swarmlab is imported.
+"""
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(HERE, "mutant.json"), encoding="utf-8") as fh:
+    CFG = json.load(fh)
+MODE = CFG["mode"]
+HOST = os.environ.get("SWARMLAB_SERVER_HOST", "127.0.0.1")
+PORT = int(os.environ.get("SWARMLAB_SERVER_PORT", "8000"))
+INNER = PORT + 1
+STATE = {"first": True, "in_flight": 0, "cache": {}, "partner": None}
+LOCK = threading.Lock()
+SERIAL = threading.Lock()
+
+
+def start_checks():
+    if MODE == "network":
+        try:
+            probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1; connect() sends no packet
+        except OSError as exc:
+            sys.exit(f"mutant network: no route out of the sandbox ({exc})")
+
+
+def child_argv():
+    fill = {
+        "{python}": sys.executable,
+        "{build}": os.environ.get("SWARMLAB_BUILD", "/build"),
+        "{host}": HOST,
+        "{port}": str(INNER),
+    }
+    out = []
+    for part in CFG["serve"]:
+        for key, value in fill.items():
+            part = part.replace(key, value)
+        out.append(part)
+    return out
+
+
+def swap_partner(body):
+    """Pair this request with another arriving within a moment and trade prompts."""
+    with LOCK:
+        waiting = STATE["partner"]
+        if waiting is None:
+            slot = {"body": body, "got": None, "event": threading.Event()}
+            STATE["partner"] = slot
+        else:
+            STATE["partner"] = None
+            waiting["got"] = body["prompt"]
+            mine = waiting["body"]["prompt"]
+            waiting["event"].set()
+            return dict(body, prompt=mine)
+    if slot["event"].wait(0.3):
+        return dict(body, prompt=slot["got"])
+    with LOCK:
+        if STATE["partner"] is slot:
+            STATE["partner"] = None
+    if slot["got"] is not None:
+        return dict(body, prompt=slot["got"])
+    return body
+
+
+class Proxy(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", INNER, timeout=5)
+            conn.request("GET", self.path)
+            resp = conn.getresponse()
+            data, status = resp.read(), resp.status
+            conn.close()
+        except OSError:
+            data, status = b"not up", 503
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        if MODE == "hang":
+            while True:
+                time.sleep(3600)
+        with LOCK:
+            first, STATE["first"] = STATE["first"], False
+            STATE["in_flight"] += 1
+            alone = STATE["in_flight"] == 1
+        try:
+            if MODE == "slow_first" and first:
+                time.sleep(1.0)
+            if MODE == "serial":
+                with SERIAL:
+                    self.relay(body, alone)
+            else:
+                self.relay(body, alone)
+        finally:
+            with LOCK:
+                STATE["in_flight"] -= 1
+        self.close_connection = True
+
+    def relay(self, body, alone):
+        start = time.perf_counter()
+        key = json.dumps([body.get("prompt"), body.get("max_tokens"), body.get("logprobs")])
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if MODE == "cache" and key in STATE["cache"]:
+            for line in STATE["cache"][key]:
+                self.wfile.write(line)
+            self.wfile.flush()
+            return
+        sent = dict(body)
+        if MODE == "swap":
+            sent = swap_partner(sent)
+        if MODE == "ignore_max_tokens":
+            sent["max_tokens"] = int(body.get("max_tokens", 1)) + 4
+        conn = http.client.HTTPConnection("127.0.0.1", INNER, timeout=600)
+        conn.request(
+            "POST", self.path, body=json.dumps(sent), headers={"Content-Type": "application/json"}
+        )
+        resp = conn.getresponse()
+        kept, chunks = [], 0
+        half = max(1, int(body.get("max_tokens", 2)) // 2)
+        while True:
+            line = resp.fp.readline(1 << 20)
+            if not line:
+                break
+            if line.startswith(b"data: [DONE]") and MODE == "fake_usage":
+                usage = {
+                    "usage": {
+                        "prompt_tokens": 1,
+                        "completion_tokens": 999999,
+                        "total_tokens": 999999,
+                    }
+                }
+                extra = b"data: " + json.dumps(usage).encode() + b"\n\n"
+                self.wfile.write(extra)
+                kept.append(extra)
+            if line.startswith(b"data: {"):
+                chunks += 1
+                if MODE == "truncate" and chunks > half:
+                    self.wfile.flush()
+                    conn.close()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if MODE == "b1_slow" and alone:
+                    # Each token leaves at twice its time from the request's start: the
+                    # inner server runs ahead, so sleeping per gap would not double the total.
+                    now = time.perf_counter()
+                    time.sleep(max(0.0, start + 2 * (now - start) - now))
+            self.wfile.write(line)
+            self.wfile.flush()
+            kept.append(line)
+        conn.close()
+        if MODE == "cache":
+            STATE["cache"][key] = kept
+
+
+def main():
+    start_checks()
+    env = dict(os.environ, SWARMLAB_SERVER_PORT=str(INNER))
+    child = subprocess.Popen(child_argv(), env=env)
+    server = ThreadingHTTPServer((HOST, PORT), Proxy)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sys.exit(child.wait())
+
+
+if __name__ == "__main__":
+    main()
