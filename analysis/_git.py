@@ -28,6 +28,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from runrecord import (
+    JUDGED_FIELDS,
+    PSEUDO_AGENTS,
+    CommitGraph,
+    judged_rows,
+    relay_pairs,
+    submission_parents,
+)
+
 __all__ = [
     "PSEUDO_AGENTS",
     "Changes",
@@ -39,13 +48,6 @@ __all__ = [
     "submission_parents",
 ]
 
-# The runner's own evaluations (runner/confirm.py): a continuation's starting champion measured
-# again, an arm's best re-judged after the deadline, its start commit re-judged. Never an agent's.
-PSEUDO_AGENTS = {
-    "champion": "runner (champion re-measurement)",
-    "confirm": "runner (re-judging the arm's best)",
-    "baseline": "runner (re-judging the start commit)",
-}
 RELAY_COLUMNS = [
     "arm", "to_job", "to_agent", "to_commit", "to_score", "to_t_end_s", "from_job", "from_agent",
     "from_commit", "from_score", "from_t_end_s"
@@ -74,59 +76,13 @@ def _python_attributes() -> str:
     return str(path)
 
 
-@dataclass
-class CommitGraph:
-    """Parents of every commit reachable from any ref of one repository."""
-
-    repo: Path
-    parents: dict[str, list[str]]
-
-    @classmethod
-    def load(cls, repo: Path) -> CommitGraph:
-        out = _git(Path(repo), "log", "--all", "--format=%H %P") if Path(repo).is_dir() else ""
-        parents = {}
-        for line in out.splitlines():
-            sha, *rest = line.split()
-            parents[sha] = rest
-        return cls(Path(repo), parents)
-
-    def nearest(self, commit: str, targets: set[str]) -> list[str]:
-        """The nearest proper ancestors of ``commit`` that are in ``targets`` (walks stop there)."""
-        found: list[str] = []
-        seen = {commit}
-        queue = deque(self.parents.get(commit, []))
-        while queue:
-            sha = queue.popleft()
-            if sha in seen:
-                continue
-            seen.add(sha)
-            if sha in targets:
-                found.append(sha)
-            else:
-                queue.extend(self.parents.get(sha, []))
-        return sorted(found)
-
-
-def submission_parents(graph: CommitGraph, commits: set[str], start: str | None) -> dict:
-    """Each submitted commit's nearest submitted ancestors (or the start commit)."""
-    targets = set(commits) | ({start} if start else set())
-    return {c: graph.nearest(c, targets) for c in sorted(commits)}
-
-
-def _arm_passes(evaluations: pd.DataFrame) -> pd.DataFrame:
-    agents = ~evaluations["agent"].isin(list(PSEUDO_AGENTS))
-    ours = evaluations[agents & (evaluations["verdict"] == "PASS")]
-    # A commit judged twice counts once, at its first PASS.
-    return ours.sort_values(["finished_at", "job_id"]).drop_duplicates("commit")
-
-
 def relay_table(
     repo: Path,
     evaluations: pd.DataFrame,
     graph: CommitGraph | None = None,
     start: str | None = None,
 ) -> pd.DataFrame:
-    """Every relay of one arm (see the module docstring), one row per (PASS, source) pair.
+    """Every relay of one arm (``runrecord.relays``), one row per (PASS, source) pair.
 
     Args:
         repo: The arm's ``submissions.git``.
@@ -137,44 +93,27 @@ def relay_table(
     Returns:
         Rows with ``RELAY_COLUMNS``, sorted by the later PASS's job id then the source's.
     """
-    passes = _arm_passes(evaluations)
-    if passes.empty:
+    judged = judged_rows(evaluations[list(JUDGED_FIELDS)].itertuples(index=False, name=None))
+    if not any(j.verdict == "PASS" and j.agent not in PSEUDO_AGENTS for j in judged):
         return pd.DataFrame(columns=RELAY_COLUMNS)
-    graph = graph or CommitGraph.load(repo)
-    commits = set(evaluations.loc[~evaluations["agent"].isin(list(PSEUDO_AGENTS)), "commit"])
-    parents = submission_parents(graph, commits, start)
-    by_commit = {row.commit: row for row in passes.itertuples(index=False)}
-    rows = []
-    for later in passes.itertuples(index=False):
-        seen: set[str] = set()
-        queue = deque(parents.get(later.commit, []))
-        while queue:
-            sha = queue.popleft()
-            if sha in seen:
-                continue
-            seen.add(sha)
-            earlier = by_commit.get(sha)
-            if earlier is None:  # not a PASS (or the start): look further back
-                queue.extend(parents.get(sha, []))
-                continue
-            if earlier.agent != later.agent and earlier.finished_at < later.finished_at:
-                rows.append(
-                    [
-                        later.arm,
-                        later.job_id,
-                        later.agent,
-                        later.commit,
-                        later.score,
-                        later.t_end_s,
-                        earlier.job_id,
-                        earlier.agent,
-                        earlier.commit,
-                        earlier.score,
-                        earlier.t_end_s,
-                    ]
-                )
-            # Either way the walk stops at a PASS: beyond an own PASS the pickup was earlier,
-            # beyond another's PASS lies that agent's own history.
+    pairs = relay_pairs(graph or CommitGraph.load(repo), judged, start)
+    by_job = evaluations.set_index("job_id")
+    rows = [
+        [
+            later.arm,
+            later.job_id,
+            later.agent,
+            later.commit,
+            by_job.at[later.job_id, "score"],
+            by_job.at[later.job_id, "t_end_s"],
+            earlier.job_id,
+            earlier.agent,
+            earlier.commit,
+            by_job.at[earlier.job_id, "score"],
+            by_job.at[earlier.job_id, "t_end_s"],
+        ]
+        for later, earlier in pairs
+    ]
     table = pd.DataFrame(rows, columns=RELAY_COLUMNS)
     return table.sort_values(["to_job", "from_job"], ignore_index=True)
 

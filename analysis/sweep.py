@@ -14,7 +14,7 @@ A sweep folder (``results/<experiment>/multirun/<timestamp>/``) holds one folder
   spread; then the comparison of two arms (``swarm`` vs ``solo`` when both exist) by
   :func:`analysis.stats.compare_arms`, with the tie rule from the judge's measured noise (the
   median of the jobs' ``judge_noise_x_sd``). A job's best is its re-judged best
-  (``confirmed_x_baseline``) where the runner re-judged it, else the raw maximum.
+  (``rejudged_x_baseline``) where the runner re-judged it, else the raw maximum.
 
 An arm of an ``ok`` job with no PASS counts as ``x_baseline`` 1.0 in the statistics (its best
 valid engine is still the one it started from), and ``no_pass`` says how often that happened.
@@ -37,6 +37,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from runrecord import current_columns
+
 JOB_FILE = "job.json"
 AGGREGATE = "aggregate.csv"
 STATS = "aggregate_stats.csv"
@@ -44,7 +46,7 @@ STATUSES = ("ok", "failed", "incomplete")
 LEAD = ["job_dir", "seed", "status", "job_error", "exit_status", "arm"]
 TAIL = ["concurrent_jobs", "overrides", "started_at", "ended_at"]
 METRIC = "x_baseline"
-CONFIRMED = "confirmed_x_baseline"
+REJUDGED = "rejudged_x_baseline"
 STATS_COLUMNS = [
     "row", "arm", "jobs", "n", "failed", "incomplete", "unjudged", "no_pass",
     "median_x_baseline", "q1_x_baseline", "q3_x_baseline", "min_x_baseline", "max_x_baseline",
@@ -120,7 +122,8 @@ def _summary(path: Path) -> list[dict[str, Any]]:
         frame = pd.read_csv(path)
     except (OSError, ValueError):
         return []
-    return frame.to_dict("records")
+    # An older run's columns (``confirmed_*``) read under today's names.
+    return [current_columns(r) for r in frame.to_dict("records")]
 
 
 def job_status(
@@ -225,10 +228,10 @@ def _column(frame: pd.DataFrame, name: str) -> pd.Series:
 
 
 def _arm_values(frame: pd.DataFrame, arm: str) -> pd.DataFrame:
-    """Each ok job's value for ``arm``: the re-judged best (``confirmed_x_baseline``, the median
+    """Each ok job's value for ``arm``: the re-judged best (``rejudged_x_baseline``, the median
     of the runner's re-judgements after the deadline) where the job has it, else the raw best."""
     ok = frame[(frame["status"] == "ok") & (frame["arm"] == arm)]
-    values = _column(ok, CONFIRMED).fillna(_column(ok, METRIC))
+    values = _column(ok, REJUDGED).fillna(_column(ok, METRIC))
     return pd.DataFrame(
         {"job_dir": ok["job_dir"], "value": values, "evaluations": _column(ok, "evaluations")}
     )

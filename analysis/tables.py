@@ -17,8 +17,9 @@ Tables and columns:
     better than that baseline, > 1 better, whatever the metric's direction), b1_ratio,
     tokens_correct (True: the judge found every token correct, i.e. a PASS or a WRONG it flagged
     ``tokens_correct``; False: a token mismatch; empty: tokens not checked), near_tie,
-    b1_unresolved, pseudo_agent (the runner's own evaluation: ``champion``, ``confirm`` or
-    ``baseline`` re-judgements, never an agent's work), attempts, enqueued_at, started_at,
+    b1_unresolved, pseudo_agent (the runner's own evaluation: ``champion``, ``rejudge`` or
+    ``baseline`` re-judgements, never an agent's work; an older run's ``confirm`` reads as
+    ``rejudge``), attempts, enqueued_at, started_at,
     finished_at, t_enqueued_s, t_start_s, t_end_s, duration_s (judge wall time, ``finished_at -
     started_at``), queue_wait_s, settings_hash (the judge settings it was judged under,
     ``judge.settings.settings_hash``; empty in a log made before evaluations recorded it).
@@ -36,9 +37,9 @@ Tables and columns:
     start to the runner's re-judging, else to ``ended_at``, else to the last event of an unfinished
     run), submissions, evaluations (the agents'), pass, wrong, reject, error, not_evaluated,
     metric, unit, best_score (the highest score, or the lowest for a lower-is-better metric),
-    best_x_baseline, best_commit, best_agent, time_to_best_s, confirmed_score and
-    confirmed_x_baseline (median of the best's PASSes when re-judged after the deadline),
-    confirm_verdicts, judge_noise_x_sd (standard deviation of x_baseline over the start commit's
+    best_x_baseline, best_commit, best_agent, time_to_best_s, rejudged_score and
+    rejudged_x_baseline (median of the best's PASSes when re-judged after the deadline),
+    rejudged_verdicts, judge_noise_x_sd (standard deviation of x_baseline over the start commit's
     re-judgements, pooled over arms: the judge's own noise), baseline_score (median of every
     baseline measurement in the run: one value shared by all arms), judge_evaluations (in the
     agents' phase: theirs plus any champion re-measurement), judge_seconds, seconds_per_evaluation
@@ -52,7 +53,9 @@ Tables and columns:
     lost to outages, summed over seats, per ``analysis.model_calls.seat_outages``; empty when
     the run used no proxy), wire_output_tokens (the output tokens the vendor's responses
     reported for the arm's calls, read on the wire by the proxy: the check on
-    ``output_tokens``, which comes from the CLIs' own records).
+    ``output_tokens``, which comes from the CLIs' own records). Every value ``summary.csv`` also
+    holds is the same per-arm fact (``runrecord.facts``), there rounded per
+    ``runrecord.SUMMARY_DIGITS``.
 ``model_calls`` (by run_id, call_id): run_id, seed, arm, agent, role, agent_kind, scripted,
     call_id, method, path, status (what the seat got back), upstream_status (what the vendor
     answered; empty when it never did), error, failed (the endpoint's failure: 408, 409, 425,
@@ -95,18 +98,42 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
-import yaml
 
 from analysis import formulas
-from analysis._git import PSEUDO_AGENTS
-from analysis.model_calls import SeatOutage, failed, seat_outages
-from judge.kinds import Metric, run_metric
+from judge import Metric, run_metric
+from runrecord import (
+    JUDGED_FIELDS,
+    LEGACY_AGENTS,
+    PSEUDO_AGENTS,
+    Judged,
+    ModelCallFacts,
+    Phase,
+    SeatOutage,
+    SeatRecord,
+    Submitted,
+    agent_kind_label,
+    agents_phase,
+    arm_agent_kind,
+    arm_facts,
+    arm_scripted,
+    busy_seconds,
+    failed,
+    isolation_label,
+    judge_noise,
+    judged_rows,
+    model_call_facts,
+    rejudging_started_at,
+    run_config,
+    seat_outages,
+    seat_records,
+    start_commit,
+)
 
 __all__ = [
     "COLUMNS",
     "TABLES",
     "RunInfo",
-    "Seat",
+    "SeatRecord",
     "Tables",
     "agent_kind_label",
     "build_tables",
@@ -127,13 +154,10 @@ _AGENT = ["role", "agent_kind", "scripted"]
 
 def phase_busy_s(evaluations: pd.DataFrame, run_seconds: float) -> float:
     """Judge seconds spent inside the agents' phase ``[0, run_seconds]``: each evaluation's
-    ``[t_start_s, t_end_s]`` clipped to it. One still running when the drain ended finishes
-    during the re-judging; only its part inside the phase is the agents' (so busy <= 100%)."""
-    if evaluations.empty:
-        return 0.0
-    start = evaluations["t_start_s"].to_numpy(dtype=float).clip(min=0.0)
-    end = evaluations["t_end_s"].to_numpy(dtype=float).clip(max=run_seconds)
-    return float((end - start).clip(min=0.0).sum())
+    ``[t_start_s, t_end_s]`` clipped to it (``runrecord.busy_seconds``, so busy <= 100%)."""
+    starts, ends = evaluations["t_start_s"].astype(float), evaluations["t_end_s"].astype(float)
+    spans = zip(starts, ends, strict=True)
+    return float(busy_seconds(spans, Phase(0.0, run_seconds)))
 
 
 def _names(text: str) -> list[str]:
@@ -170,7 +194,7 @@ COLUMNS: dict[str, list[str]] = {
         "run_id seed task status arm agent_kind scripted isolation start seats workers critics "
         "budget_minutes run_seconds submissions evaluations pass wrong reject error "
         "not_evaluated metric unit best_score best_x_baseline best_commit best_agent "
-        "time_to_best_s confirmed_score confirmed_x_baseline confirm_verdicts judge_noise_x_sd "
+        "time_to_best_s rejudged_score rejudged_x_baseline rejudged_verdicts judge_noise_x_sd "
         "baseline_score judge_evaluations judge_seconds seconds_per_evaluation "
         "full_evaluation_s judge_capacity judge_utilisation mean_queue_wait_s messages restarts "
         "exits token_records output_tokens token_cost_per_gain relays model_calls "
@@ -247,19 +271,6 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: From this many rows on, two processes read the event log (see ``_read_all``).
 PARALLEL_ROWS = 200_000
-CONFIRM, BASELINE = "confirm", "baseline"
-
-
-@dataclass(frozen=True)
-class Seat:
-    """One seat of an arm as the run recorded it."""
-
-    arm: str
-    agent: str
-    role: str
-    direction: str | None
-    agent_kind: str
-    scripted: bool
 
 
 @dataclass
@@ -276,18 +287,20 @@ class RunInfo:
     deadline: float | None
     ended_at: float | None
     end_at: float
-    # When the runner began re-judging each arm's best and start (runner/confirm.py), if it did.
-    rechecks_at: float | None
+    # When the runner began re-judging each arm's best and start, if it did.
+    rejudging_at: float | None
     budget_minutes: float | None
     agent_kind: str
     scripted: bool
     isolation: str
     arms: list[str]
-    seats: list[Seat]
+    seats: list[SeatRecord]
     config: dict[str, Any]
     meta: dict[str, Any]
     # What the scores count (name, unit, label, direction): judge.kinds.run_metric.
     metric: Metric
+    # The agents' phase: the start to the re-judging (or to the end): runrecord.agents_phase.
+    phase: Phase
 
     @property
     def finished(self) -> bool:
@@ -301,21 +314,11 @@ class RunInfo:
     @property
     def run_seconds(self) -> float:
         """The agents' part of the run: start to the re-judging (or to the end)."""
-        end = self.rechecks_at if self.rechecks_at is not None else self.end_at
-        return max(end - self.started_at, 0.0)
+        return self.phase.seconds
 
     def start_commit(self, arm: str) -> str | None:
         """The commit the arm started from (``arm.json``; else the run's ``start_commit``)."""
-        path = self.run_dir / "arms" / arm / "arm.json"
-        if path.is_file():
-            try:
-                commit = json.loads(path.read_text()).get("commit")
-            except (OSError, ValueError):
-                commit = None
-            if commit:
-                return str(commit)
-        value = self.meta.get("start_commit")
-        return str(value) if value else None
+        return start_commit(self.run_dir, arm, self.meta)
 
     @property
     def target_x_baseline(self) -> float | None:
@@ -427,52 +430,6 @@ def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
         yield db
 
 
-def agent_kind_label(kind: str, scripted: bool) -> str:
-    """The ``agent_kind`` every table shows: scripted agents say plainly that no model ran."""
-    if not scripted:
-        return kind
-    return "scripted (no model)" if kind == "scripted" else f"{kind} (scripted, no model)"
-
-
-def _config(run_dir: Path, meta: dict[str, Any]) -> dict[str, Any]:
-    config = meta.get("config")
-    if isinstance(config, dict):
-        return config
-    saved = run_dir / ".hydra" / "config.yaml"
-    if saved.is_file():
-        loaded = yaml.safe_load(saved.read_text())
-        return loaded if isinstance(loaded, dict) else {}
-    return {}
-
-
-def _seats(meta: dict[str, Any], config: dict[str, Any], kind: str, scripted: bool) -> list[Seat]:
-    seats: list[Seat] = []
-    arms_cfg = config.get("arms") or {}
-    for arm, rows in (meta.get("seats") or {}).items():
-        cfg_seats = {s.get("name"): s for s in (arms_cfg.get(arm) or {}).get("seats") or []}
-        for row in rows:
-            name, role, direction = [*row, None, None, None][:3]
-            own = cfg_seats.get(name) or {}
-            # A seat may name its own agent kind (mixed arms); otherwise the run's applies.
-            seat_kind = str(own.get("kind") or own.get("agent") or kind)
-            seat_scripted = bool(own.get("scripted", scripted))
-            seats.append(
-                Seat(
-                    arm=arm,
-                    agent=str(name),
-                    role=str(role or "worker"),
-                    direction=direction,
-                    agent_kind=agent_kind_label(seat_kind, seat_scripted),
-                    scripted=seat_scripted,
-                )
-            )
-    return seats
-
-
-def _float(value: Any) -> float | None:
-    return float(value) if value is not None else None
-
-
 def read_run_info(run_dir: Path) -> RunInfo:
     """The metadata of one run, with its end time (``ended_at`` or, unfinished, the last event)."""
     run_dir = Path(run_dir)
@@ -484,7 +441,7 @@ def read_run_info(run_dir: Path) -> RunInfo:
             ' messages UNION ALL SELECT max("at") FROM lifecycle UNION ALL'
             ' SELECT max("at") FROM tokens)'
         ).fetchone()[0]
-    config = _config(run_dir, meta)
+    config = run_config(run_dir, meta)
     started = float(meta.get("started_at") or last or 0.0)
     ended = meta.get("ended_at")
     end_at = float(ended) if ended is not None else float(last or started)
@@ -504,7 +461,7 @@ def read_run_info(run_dir: Path) -> RunInfo:
         deadline=float(meta["deadline"]) if meta.get("deadline") is not None else None,
         ended_at=float(ended) if ended is not None else None,
         end_at=end_at,
-        rechecks_at=_float(meta.get("rechecks_started_at")),
+        rejudging_at=rejudging_started_at(meta),
         budget_minutes=float(budget) if budget is not None else None,
         agent_kind=agent_kind_label(kind, scripted),
         scripted=scripted,
@@ -512,10 +469,11 @@ def read_run_info(run_dir: Path) -> RunInfo:
             meta.get("isolation") or (config.get("isolation") or {}).get("backend") or "unknown"
         ),
         arms=arms,
-        seats=_seats(meta, config, kind, scripted),
+        seats=seat_records(meta, config, kind, scripted),
         config=config,
         meta=meta,
         metric=run_metric({**meta, "config": config}),
+        phase=agents_phase({**meta, "started_at": started, "ended_at": end_at}, last),
     )
 
 
@@ -639,8 +597,13 @@ def _flag(values: pd.Series) -> pd.Series:
     return values.fillna(0).astype(int).astype(bool)
 
 
+def _current_agents(raw: pd.DataFrame) -> pd.DataFrame:
+    """Pseudo-agents under today's names (an older run's ``confirm`` is ``rejudge``)."""
+    return raw.assign(agent=raw["agent"].replace(dict(LEGACY_AGENTS)))
+
+
 def _evaluations(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
-    df = _with_agents(raw, info)
+    df = _with_agents(_current_agents(raw), info)
     t0 = info.started_at
     verdict = df["verdict"].astype(str)
     tokens = pd.array([pd.NA] * len(df), dtype="boolean")
@@ -667,7 +630,7 @@ def _evaluations(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
 
 
 def _submissions(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
-    df = _with_agents(raw, info)
+    df = _with_agents(_current_agents(raw), info)
     df["t_s"] = df["at"] - info.started_at
     df["verdict"] = df["verdict"].fillna("not evaluated")
     df["reason"] = df["reason"].fillna("")
@@ -723,6 +686,11 @@ def _median(values: pd.Series) -> float | None:
     return float(values.median()) if len(values) else None
 
 
+def _judged(ev: pd.DataFrame) -> list[Judged]:
+    """Rows of the ``evaluations`` table as the run record's facts read them."""
+    return judged_rows(ev[list(JUDGED_FIELDS)].itertuples(index=False, name=None))
+
+
 def _arms(
     info: RunInfo,
     evaluations: pd.DataFrame,
@@ -736,75 +704,59 @@ def _arms(
 ) -> pd.DataFrame:
     metric = info.metric
     baseline = _median(evaluations["baseline_score"])
-    # Output tokens the vendor reported in its responses (read on the wire by the proxy).
-    wire_output: dict[str, int] = {}
-    if model_calls is not None and len(model_calls):
-        seated = model_calls[model_calls["agent"] != ""]
-        wire_output = {
-            str(a): int(v) for a, v in seated.groupby("arm")["output"].sum(min_count=0).items()
-        }
-    run_seconds = info.run_seconds
+    calls = model_calls.to_dict("records") if model_calls is not None and outages else []
+    judged = _judged(evaluations)
     # The judge's own noise: the start commit re-judged again and again, pooled over arms.
-    again = evaluations[(evaluations["agent"] == BASELINE) & (evaluations["verdict"] == "PASS")]
-    again = again["x_baseline"].dropna()
-    noise = float(again.std(ddof=1)) if len(again) >= 2 else None
+    noise = judge_noise(judged)
     arms_cfg = info.config.get("arms") or {}
     # Grouped once per table, then looked up per arm: the arm count is tiny, the tables are not.
     by_arm = {
         name: dict(tuple(df.groupby("arm", sort=False)))
         for name, df in (
-            ("evaluations", evaluations),
             ("submissions", submissions),
             ("tokens", tokens),
             ("lifecycle", lifecycle),
         )
     }
+    empty = {name: df.iloc[0:0] for name, df in (("tokens", tokens), ("lifecycle", lifecycle))}
+    judged_by_arm: dict[str, list[Judged]] = {}
+    for j in judged:
+        judged_by_arm.setdefault(j.arm, []).append(j)
     message_counts = messages.groupby("arm", sort=False).size()
-    empty = {
-        name: df.iloc[0:0]
-        for name, df in (
-            ("evaluations", evaluations),
-            ("submissions", submissions),
-            ("tokens", tokens),
-            ("lifecycle", lifecycle),
-        )
-    }
     rows = []
     for arm in info.arms:
-        ev = by_arm["evaluations"].get(arm, empty["evaluations"])
-        sub = by_arm["submissions"].get(arm, empty["submissions"])
+        sub = by_arm["submissions"].get(arm)
+        submitted = (
+            [
+                Submitted(str(agent), None if pd.isna(job) else int(job))
+                for agent, job in sub[["agent", "job_id"]].itertuples(index=False, name=None)
+            ]
+            if sub is not None
+            else []
+        )
         tok = by_arm["tokens"].get(arm, empty["tokens"])
         life = by_arm["lifecycle"].get(arm, empty["lifecycle"])
         seats = [s for s in info.seats if s.arm == arm]
-        mine = ev[~ev["pseudo_agent"]]
-        verdicts = mine["verdict"].value_counts()
-        passes = mine[mine["verdict"] == "PASS"].dropna(subset=["score"])
-        # The first of equals, as the runner's summary picks it (runner.confirm.best_pass).
-        pick = passes["score"].idxmax if metric.higher_is_better else passes["score"].idxmin
-        best = passes.loc[pick()] if len(passes) else None
-        # Formula one covers the agents' phase: the re-judging after it is the runner's.
-        phase = ev[~ev["agent"].isin([CONFIRM, BASELINE])]
-        judge_n = len(phase)
-        judge_s = phase_busy_s(phase, run_seconds)
-        confirms = ev[ev["agent"] == CONFIRM].sort_values("job_id")
-        confirmed = confirms[confirms["verdict"] == "PASS"]
-        per_eval = judge_s / judge_n if judge_n else None
+        facts = arm_facts(arm, judged_by_arm.get(arm, []), submitted, info.phase, metric)
+        best = facts.best
+        run_seconds = info.run_seconds
+        judge_n = facts.judge_evaluations
+        per_eval = facts.judge_seconds / judge_n if judge_n else None
         capacity = utilisation = None
         if per_eval and run_seconds > 0:
             capacity = formulas.judge_capacity(run_seconds, per_eval)
             utilisation = formulas.judge_utilisation(judge_n, per_eval, run_seconds)
-        evaluated = set(mine["job_id"])
-        own_subs = sub[~sub["agent"].isin(list(PSEUDO_AGENTS))]
         output_tokens = int(tok["output"].sum()) if len(tok) else None
         cost = None
-        if output_tokens is not None and best is not None and baseline is not None:
+        if output_tokens is not None and facts.best_score is not None and baseline is not None:
             # The formula's gain is best - baseline: for a lower-is-better metric, the reverse.
-            ends = (float(best["score"]), baseline)
+            ends = (facts.best_score, baseline)
             cost = formulas.token_cost_per_gain(
                 output_tokens, *(ends if metric.higher_is_better else ends[::-1])
             )
-        kinds = sorted({s.agent_kind for s in seats}) or [info.agent_kind]
-        endpoint = [o for (a, _), o in (outages or {}).items() if a == arm]
+        endpoint: ModelCallFacts | None = (
+            model_call_facts(arm, outages, calls) if outages is not None else None
+        )
         rows.append(
             {
                 "run_id": info.run_id,
@@ -812,43 +764,41 @@ def _arms(
                 "task": info.task,
                 "status": info.status,
                 "arm": arm,
-                "agent_kind": ", ".join(kinds),
-                "scripted": all(s.scripted for s in seats) if seats else info.scripted,
-                "isolation": "local (NOT isolated)"
-                if info.isolation == "local"
-                else info.isolation,
+                "agent_kind": arm_agent_kind(seats, info.agent_kind),
+                "scripted": arm_scripted(seats, info.scripted),
+                "isolation": isolation_label(info.isolation),
                 "start": str((arms_cfg.get(arm) or {}).get("start") or "master"),
                 "seats": len(seats),
                 "workers": sum(s.role == "worker" for s in seats),
                 "critics": sum(s.role == "critic" for s in seats),
                 "budget_minutes": info.budget_minutes,
                 "run_seconds": run_seconds,
-                "submissions": len(own_subs),
-                "evaluations": len(mine),
-                "pass": int(verdicts.get("PASS", 0)),
-                "wrong": int(verdicts.get("WRONG", 0)),
-                "reject": int(verdicts.get("REJECT", 0)),
-                "error": int(verdicts.get("ERROR", 0)),
-                "not_evaluated": int((~own_subs["job_id"].isin(evaluated)).sum()),
+                "submissions": facts.submissions,
+                "evaluations": facts.evaluations,
+                "pass": facts.pass_,
+                "wrong": facts.wrong,
+                "reject": facts.reject,
+                "error": facts.error,
+                "not_evaluated": facts.not_evaluated,
                 "metric": metric.name,
                 "unit": metric.unit,
-                "best_score": float(best["score"]) if best is not None else None,
-                "best_x_baseline": float(best["x_baseline"]) if best is not None else None,
-                "best_commit": str(best["commit"]) if best is not None else None,
-                "best_agent": str(best["agent"]) if best is not None else None,
-                "time_to_best_s": float(best["t_end_s"]) if best is not None else None,
-                "confirmed_score": _median(confirmed["score"]),
-                "confirmed_x_baseline": _median(confirmed["x_baseline"]),
-                "confirm_verdicts": ",".join(confirms["verdict"]),
+                "best_score": facts.best_score,
+                "best_x_baseline": facts.best_x_baseline,
+                "best_commit": best.commit if best is not None else None,
+                "best_agent": best.agent if best is not None else None,
+                "time_to_best_s": facts.time_to_best_s,
+                "rejudged_score": facts.rejudged_score,
+                "rejudged_x_baseline": facts.rejudged_x_baseline,
+                "rejudged_verdicts": facts.rejudged_verdicts,
                 "judge_noise_x_sd": noise,
                 "baseline_score": baseline,
-                "judge_evaluations": judge_n,
-                "judge_seconds": judge_s,
+                "judge_evaluations": facts.judge_evaluations,
+                "judge_seconds": facts.judge_seconds,
                 "seconds_per_evaluation": per_eval,
-                "full_evaluation_s": _median(phase.loc[phase["verdict"] == "PASS", "duration_s"]),
+                "full_evaluation_s": facts.full_evaluation_s,
                 "judge_capacity": capacity,
                 "judge_utilisation": utilisation,
-                "mean_queue_wait_s": float(mine["queue_wait_s"].mean()) if len(mine) else None,
+                "mean_queue_wait_s": facts.mean_queue_wait_s,
                 "messages": int(message_counts.get(arm, 0)),
                 "restarts": int((life["event"] == "restarted").sum()),
                 "exits": int((life["event"] == "exited").sum()),
@@ -856,14 +806,10 @@ def _arms(
                 "output_tokens": output_tokens,
                 "token_cost_per_gain": cost,
                 "relays": (relays or {}).get(arm) if relays is not None else None,
-                "model_calls": sum(o.calls for o in endpoint) if outages is not None else None,
-                "model_call_failures": sum(o.failed for o in endpoint)
-                if outages is not None
-                else None,
-                "model_lost_s": round(sum(o.lost_s for o in endpoint), 3)
-                if outages is not None
-                else None,
-                "wire_output_tokens": int(wire_output.get(arm, 0)) if outages is not None else None,
+                "model_calls": endpoint.calls if endpoint else None,
+                "model_call_failures": endpoint.failures if endpoint else None,
+                "model_lost_s": endpoint.lost_s if endpoint else None,
+                "wire_output_tokens": endpoint.wire_output_tokens if endpoint else None,
             }
         )
     df = pd.DataFrame(rows, columns=COLUMNS["arms"])
@@ -877,10 +823,10 @@ def _arms(
     ):
         df[col] = df[col].astype("Int64")
     floats = _names(
-        "best_score best_x_baseline time_to_best_s baseline_score confirmed_score "
-        "confirmed_x_baseline judge_noise_x_sd seconds_per_evaluation full_evaluation_s "
+        "best_score best_x_baseline time_to_best_s baseline_score rejudged_score "
+        "rejudged_x_baseline judge_noise_x_sd seconds_per_evaluation full_evaluation_s "
         "judge_capacity judge_utilisation mean_queue_wait_s token_cost_per_gain budget_minutes "
-        "model_lost_s"
+        "model_lost_s judge_seconds"
     )
     for col in floats:
         df[col] = df[col].astype(float)

@@ -1,19 +1,40 @@
-"""The per-arm summary a run prints at the end and writes as ``summary.csv``."""
+"""The per-arm summary a run prints at the end and writes as ``summary.csv``.
+
+Every number is one of the run record's per-arm facts (``runrecord.facts``), the same the
+analysis' ``arms`` table shows; ``summary.csv`` rounds some of them (``runrecord.SUMMARY_DIGITS``).
+"""
 
 from __future__ import annotations
 
 import csv
 import json
-import statistics
-import subprocess
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from analysis.model_calls import seat_outages
-from judge.kinds import run_metric
-from runner.confirm import BASELINE, CHAMPION, CONFIRM, PSEUDO_AGENTS, best_pass, rechecked
+from judge import run_metric
 from runner.events import EventLog
+from runrecord import (
+    CHAMPION,
+    CommitGraph,
+    Judged,
+    Submitted,
+    agent_kind_label,
+    agent_name,
+    agents_phase,
+    arm_agent_kind,
+    arm_facts,
+    isolation_label,
+    judge_noise,
+    model_call_facts,
+    relay_count,
+    relay_pairs,
+    run_config,
+    seat_outages,
+    seat_records,
+    start_commit,
+    summary_value,
+)
 
 
 @dataclass
@@ -39,11 +60,11 @@ class ArmSummary:
     # re-measured in the same run.
     x_champion: float | None
     time_to_best_s: float | None
-    # The best commit judged again after the deadline (runner/confirm.py): the median of its
-    # PASSes, and every verdict it got (a best that fails when re-judged is a finding).
-    confirmed_score: float | None
-    confirmed_x_baseline: float | None
-    confirm_verdicts: str
+    # The best commit judged again after the deadline (the runner's re-judging): the median of
+    # its PASSes, and every verdict it got (a best that fails when re-judged is a finding).
+    rejudged_score: float | None
+    rejudged_x_baseline: float | None
+    rejudged_verdicts: str
     # Standard deviation of x_baseline over re-judgements of the unchanged starting commit,
     # pooled over all arms: the judge's own noise, the yardstick for "tie".
     judge_noise_x_sd: float | None
@@ -62,131 +83,99 @@ class ArmSummary:
     wire_output_tokens: int | None = None
 
 
-def is_ancestor(repo: Path, ancestor: str, commit: str) -> bool:
-    result = subprocess.run(
-        ["git", "-C", str(repo), "merge-base", "--is-ancestor", ancestor, commit],
-        capture_output=True,
-    )
-    return result.returncode == 0
-
-
-def relay_edges(repo: Path, passes: list[dict[str, Any]]) -> list[tuple[dict, dict]]:
-    """(earlier PASS, later PASS) pairs where the later one, by another agent, contains the
-    earlier one's commit: one agent built on another's result."""
-    edges = []
-    ordered = sorted(passes, key=lambda e: e["finished_at"])
-    for i, later in enumerate(ordered):
-        for earlier in ordered[:i]:
-            if earlier["agent"] == later["agent"] or earlier["commit_sha"] == later["commit_sha"]:
-                continue
-            if is_ancestor(repo, earlier["commit_sha"], later["commit_sha"]):
-                edges.append((earlier, later))
-                break
-    return edges
+def _judged(rows: list[dict[str, Any]], metric: Any) -> list[Judged]:
+    """The event log's evaluations as the run record's facts read them."""
+    out = []
+    for e in rows:
+        metrics = json.loads(e["metrics"])
+        out.append(
+            Judged(
+                job_id=int(e["job_id"]),
+                arm=e["arm"],
+                agent=agent_name(e["agent"]),
+                commit=e["commit_sha"],
+                verdict=e["verdict"],
+                score=metric.score(metrics),
+                x_baseline=metrics.get("x_baseline"),
+                started_at=float(e["started_at"]),
+                finished_at=float(e["finished_at"]),
+                queue_wait_s=float(e["queue_wait_s"]),
+            )
+        )
+    return out
 
 
 def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
+    """One row per arm of the run, from its event log and submission repositories.
+
+    Args:
+        events: The run's event log.
+        run_dir: The run directory (holds ``arms/<arm>/submissions.git``).
+    """
     meta = events.meta()
     metric = run_metric(meta)
-    started = float(meta.get("started_at", 0.0))
-    ended = float(meta.get("ended_at") or meta.get("deadline") or started)
-    kind = meta.get("agent_kind", "unknown")
-    if meta.get("scripted"):
-        kind = "scripted (no model)" if kind == "scripted" else f"{kind} (scripted, no model)"
-    isolation = meta.get("isolation", "unknown")
-    if isolation == "local":
-        isolation = "local (NOT isolated)"
-    evaluations = events.table("evaluations")
-    submissions = events.table("submissions")
+    phase = agents_phase(meta)
+    kind = str(meta.get("agent_kind", "unknown"))
+    scripted = bool(meta.get("scripted"))
+    seats = seat_records(meta, run_config(run_dir, meta), kind, scripted)
+    judged = _judged(events.table("evaluations"), metric)
+    submitted = [(s["arm"], Submitted(agent_name(s["agent"]), s["job_id"]))
+                 for s in events.table("submissions")]  # fmt: skip
     lifecycle = events.table("lifecycle")
-    pooled = [
-        x for arm in meta.get("arms", []) for x in rechecked(evaluations, arm, metric).baseline_x
-    ]
-    noise = round(statistics.stdev(pooled), 4) if len(pooled) >= 2 else None
-    # The judge's busy share is over the agents' part of the run, before the re-judgements.
-    agents_ended = float(meta.get("rechecks_started_at") or ended)
-    agent_phase = max(agents_ended - started, 1e-9)
+    arms = list(meta.get("arms", []))
+    noise = judge_noise(j for j in judged if j.arm in arms)
     proxied = bool((meta.get("client") or {}).get("proxy"))
     calls = events.table("model_calls") if proxied else []
     outages = seat_outages(calls)
     rows = []
-    for arm in meta.get("arms", []):
-        ours = [e for e in evaluations if e["arm"] == arm]
-        # The runner's own re-measurements are not counted as the agents' work.
-        mine = [e for e in ours if e["agent"] not in PSEUDO_AGENTS]
-        champion = [
-            metric.score(json.loads(e["metrics"]))
-            for e in ours
-            if e["agent"] == CHAMPION and e["verdict"] == "PASS"
-        ]
-        again = rechecked(evaluations, arm, metric)
-        verdicts = [e["verdict"] for e in mine]
-        passes = [e for e in mine if e["verdict"] == "PASS"]
-        best = best_pass(evaluations, arm, metric)
-        best_metrics = json.loads(best["metrics"]) if best else {}
-        best_score = metric.score(best_metrics)
-        evaluated = {e["job_id"] for e in mine}
-        waits = [e["queue_wait_s"] for e in mine]
+    for arm in arms:
+        ours = [j for j in judged if j.arm == arm]
+        facts = arm_facts(arm, ours, [s for a, s in submitted if a == arm], phase, metric)
+        champion = [j.score for j in ours if j.agent == CHAMPION and j.verdict == "PASS"]
+        best_score = facts.best_score
         repo = run_dir / "arms" / arm / "submissions.git"
+        relays = 0
+        if repo.exists():
+            start = start_commit(run_dir, arm, meta)
+            relays = relay_count(relay_pairs(CommitGraph.load(repo), ours, start))
         rows.append(
             ArmSummary(
                 arm=arm,
-                agent_kind=kind,
-                isolation=isolation,
-                agents=len(meta.get("seats", {}).get(arm, [])),
-                evaluations=len(mine),
-                pass_=verdicts.count("PASS"),
-                wrong=verdicts.count("WRONG"),
-                reject=verdicts.count("REJECT"),
-                error=verdicts.count("ERROR"),
-                not_evaluated=sum(
-                    1
-                    for s in submissions
-                    if s["arm"] == arm
-                    and s["agent"] not in PSEUDO_AGENTS
-                    and s["job_id"] not in evaluated
+                agent_kind=arm_agent_kind(
+                    (s for s in seats if s.arm == arm), agent_kind_label(kind, scripted)
                 ),
+                isolation=isolation_label(str(meta.get("isolation", "unknown"))),
+                agents=len(meta.get("seats", {}).get(arm, [])),
+                evaluations=facts.evaluations,
+                pass_=facts.pass_,
+                wrong=facts.wrong,
+                reject=facts.reject,
+                error=facts.error,
+                not_evaluated=facts.not_evaluated,
                 metric=metric.name,
                 unit=metric.unit,
                 best_score=best_score,
-                x_baseline=best_metrics.get("x_baseline"),
-                x_champion=(
-                    round(metric.ratio(best_score, champion[0]), 3)
-                    if champion and champion[0] and best_score
-                    else None
-                ),
-                time_to_best_s=round(best["finished_at"] - started, 1) if best else None,
-                confirmed_score=again.confirmed_score,
-                confirmed_x_baseline=again.confirmed_x_baseline,
-                confirm_verdicts=again.confirm_verdicts,
-                judge_noise_x_sd=noise,
-                relays=len(relay_edges(repo, passes)) if repo.exists() else 0,
-                judge_busy_pct=round(
-                    100
-                    * sum(
-                        # Only the part inside the agents' phase: an evaluation still running
-                        # when the drain ended finishes during the re-judging.
-                        max(
-                            0.0, min(e["finished_at"], agents_ended) - max(e["started_at"], started)
-                        )
-                        for e in ours
-                        if e["agent"] not in (CONFIRM, BASELINE)
-                    )
-                    / agent_phase,
-                    1,
-                ),
-                mean_queue_wait_s=round(sum(waits) / len(waits), 1) if waits else None,
+                x_baseline=facts.best_x_baseline,
+                x_champion=summary_value("x_champion", metric.ratio(best_score, champion[0]))
+                if champion and champion[0] and best_score
+                else None,
+                time_to_best_s=summary_value("time_to_best_s", facts.time_to_best_s),
+                rejudged_score=summary_value("rejudged_score", facts.rejudged_score),
+                rejudged_x_baseline=summary_value("rejudged_x_baseline", facts.rejudged_x_baseline),
+                rejudged_verdicts=facts.rejudged_verdicts,
+                judge_noise_x_sd=summary_value("judge_noise_x_sd", noise),
+                relays=relays,
+                judge_busy_pct=summary_value("judge_busy_pct", facts.judge_busy_pct),
+                mean_queue_wait_s=summary_value("mean_queue_wait_s", facts.mean_queue_wait_s),
                 restarts=sum(1 for r in lifecycle if r["arm"] == arm and r["event"] == "restarted"),
             )
         )
         if proxied:
-            seats = [o for (a, _), o in outages.items() if a == arm]
-            rows[-1].model_calls = sum(o.calls for o in seats)
-            rows[-1].model_call_failures = sum(o.failed for o in seats)
-            rows[-1].model_lost_s = round(sum(o.lost_s for o in seats), 1)
-            rows[-1].wire_output_tokens = sum(
-                c["output"] or 0 for c in calls if c["arm"] == arm and c["agent"]
-            )
+            calls_facts = model_call_facts(arm, outages, calls)
+            rows[-1].model_calls = calls_facts.calls
+            rows[-1].model_call_failures = calls_facts.failures
+            rows[-1].model_lost_s = summary_value("model_lost_s", calls_facts.lost_s)
+            rows[-1].wire_output_tokens = calls_facts.wire_output_tokens
     return rows
 
 
@@ -204,7 +193,7 @@ def write_summary(rows: list[ArmSummary], path: Path) -> Path:
 
 def format_summary(rows: list[ArmSummary]) -> str:
     shown = ["arm", "agent_kind", "isolation", "agents", "evaluations", "pass", "wrong",
-             "reject", "error", "best_score", "unit", "x_baseline", "confirmed_x_baseline",
+             "reject", "error", "best_score", "unit", "x_baseline", "rejudged_x_baseline",
              "time_to_best_s", "relays",
              "judge_busy_pct", "mean_queue_wait_s"]  # fmt: skip
     if any(r.x_champion is not None for r in rows):

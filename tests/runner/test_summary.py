@@ -8,7 +8,8 @@ import time
 
 from judge.verdict import Evaluation, Verdict
 from runner.events import EventLog
-from runner.summary import relay_edges, summarize, write_summary
+from runner.summary import summarize, write_summary
+from runrecord import CommitGraph, relay_pairs
 
 
 def _git(cwd, *args: str) -> str:
@@ -67,7 +68,7 @@ def test_summary_counts_verdicts_relays_and_judge_time(tmp_path):
                    "mean_queue_wait_s"):  # fmt: skip
         assert column in record
     assert record["pass"] == "2" and record["relays"] == "1"
-    assert len(relay_edges(repo, [])) == 0
+    assert relay_pairs(CommitGraph.load(repo), []) == []
 
 
 def test_judge_busy_counts_only_the_agents_phase(tmp_path):
@@ -79,7 +80,7 @@ def test_judge_busy_counts_only_the_agents_phase(tmp_path):
     events.set_meta(arms=["solo"], seats={"solo": [["w1", "worker", "x"]]}, started_at=start,
                     rechecks_started_at=start + 100, ended_at=start + 160,
                     agent_kind="scripted", scripted=True)  # fmt: skip
-    spans = [("w1", 10, 50), ("w1", 80, 130), ("confirm", 130, 150)]
+    spans = [("w1", 10, 50), ("w1", 80, 130), ("rejudge", 130, 150), ("confirm", 130, 150)]
     for job, (agent, t0, t1) in enumerate(spans, start=1):
         sid, _ = events.add_submission("solo", agent, f"r{job}", "c" * 40)
         events.set_job(sid, job)
@@ -91,3 +92,5 @@ def test_judge_busy_counts_only_the_agents_phase(tmp_path):
     [row] = summarize(events, run)
     assert row.judge_busy_pct == 60.0  # (40 + 20) s of the 100 s agents' phase
     assert row.evaluations == 2
+    # The re-judgements (today's ``rejudge`` and an older run's ``confirm``) are the best's.
+    assert row.rejudged_verdicts == "PASS,PASS" and row.rejudged_score == 1.0
