@@ -346,18 +346,23 @@ class _Entry:
     size: int
 
 
-def _walk(objects: _Objects, commit: str, max_bytes: int) -> tuple[list[str], list[_Entry]]:
-    """Every folder and file of ``commit``'s tree, all checked; nothing is written."""
+def _root_tree(objects: _Objects, commit: str) -> str:
+    """The id of ``commit``'s root tree, from the commit object's first line."""
     kind, size = objects.info(commit)
     if kind != "commit" or size > MAX_TREE_OBJECT_BYTES:
         raise _bad_tree(f"{commit} is a {kind}, not a commit")
     header = objects.read(commit, size).split(b"\n", 1)[0]
     if not header.startswith(b"tree ") or not SHA_RE.match(header[5:].decode("ascii", "replace")):
         raise _bad_tree("the commit object is malformed")
+    return header[5:].decode()
+
+
+def _walk(objects: _Objects, commit: str, max_bytes: int) -> tuple[list[str], list[_Entry]]:
+    """Every folder and file of ``commit``'s tree, all checked; nothing is written."""
     folders: list[str] = []
     files: list[_Entry] = []
     total = 0
-    stack = [("", header[5:].decode(), 0)]
+    stack = [("", _root_tree(objects, commit), 0)]
     while stack:
         prefix, tree_sha, depth = stack.pop()
         if depth > MAX_DEPTH:
@@ -397,6 +402,60 @@ def _walk(objects: _Objects, commit: str, max_bytes: int) -> tuple[list[str], li
                 raise _bad_tree(f"tree larger than {max_bytes >> 20} MiB")
             files.append(_Entry(path, mode, sha, size))
     return folders, files
+
+
+def commit_tree(repo: Path, commit: str) -> str:
+    """The git tree id of ``commit`` in ``repo``: the very tree :func:`extract_tree` writes
+    (read the same way, through :func:`object_view`). It names the files, their modes and
+    contents, and nothing of the commit's author, date or message.
+
+    Raises:
+        Outcome: REJECT ``bad_tree`` when ``commit`` is not a well-formed commit.
+        GitError: an object is missing or ``repo`` is not a plain repository.
+    """
+    try:
+        with object_view(Path(repo)) as view:
+            objects = _Objects(view)
+            try:
+                return _root_tree(objects, commit)
+            finally:
+                objects.close()
+    except UntrustedRepoError as exc:
+        raise GitError(f"{repo}: {exc}") from None
+
+
+def own_copy(repo: Path, commit: str, store: Path, owned: Path) -> tuple[Path, str]:
+    """The judge's own copy of a queued commit, and its tree id read from that copy.
+
+    A repository inside ``owned`` (the judge's private folder: its mutants, ``store`` itself)
+    is already the judge's and is read where it is. Any other (an arm's submissions, a
+    path given by hand) is copied into ``store`` with :func:`import_candidate`'s
+    ``fetch_commit`` first, every object it receives checked by ``git fsck``, which computes
+    each object's id from its content: the tree id read there names exactly the files the
+    judge evaluates, whatever the source repository's files claim. Nothing a submitter
+    controls (commit, author, message, refs, the source's object files) can make two
+    different trees share an id, short of a SHA-1 collision, which git's collision-detecting
+    SHA-1 refuses.
+
+    Returns:
+        (the repository the judge reads, the tree id).
+
+    Raises:
+        UntrustedRepoError: the commit could not be copied: it, or an object it reaches, is
+            missing or malformed in ``repo`` (a forged object among them); the message names
+            no host path.
+        GitError: the judge's own store failed, or an object is missing from it.
+        Outcome: REJECT ``bad_tree``: in a judge-owned repository, ``commit`` is no commit.
+    """
+    repo, owned = Path(repo).resolve(), Path(owned).resolve()
+    if not repo.is_relative_to(owned):
+        if not (store / "refs" / "candidates" / commit).is_file():  # else copied before
+            if not (store / "objects").is_dir():
+                store.mkdir(parents=True, exist_ok=True)
+                git("init", "-q", "--bare", str(store))
+            fetch_commit(repo, commit, store, f"refs/candidates/{commit}")
+        repo = store.resolve()
+    return repo, commit_tree(repo, commit)
 
 
 def extract_tree(repo: Path, commit: str, dest: Path, max_bytes: int) -> dict[str, str]:

@@ -250,8 +250,14 @@ def run_preflight(
     repo, shas = build_mutant_repo(cfg, home, mutants)
     queue = queue_for(cfg, home)  # jobs carry these settings: no other worker judges them
     jobs = {
+        # rejudge: preflight checks the judge as it is now, never answered from an earlier run.
         m.name: queue.enqueue(
-            arm="preflight", agent="judge", repo=str(repo), commit=shas[m.name], label=m.name
+            arm="preflight",
+            agent="judge",
+            repo=str(repo),
+            commit=shas[m.name],
+            label=m.name,
+            rejudge=True,
         )
         for m in mutants
     }

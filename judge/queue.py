@@ -5,7 +5,7 @@ mid-evaluation leaves the job ``running``; the next worker for that device puts 
 the queue. A job is therefore never lost and never counted twice.
 
 Every job carries the hash of the judge settings it must be judged under
-(``judge.config.settings_hash``), and a worker claims only jobs of its own hash: a run is never
+(``judge.settings.settings_hash``), and a worker claims only jobs of its own hash: a run is never
 judged by a service that another run started with other settings.
 """
 
@@ -128,6 +128,7 @@ class JudgeQueue:
                 db.execute("ALTER TABLE jobs ADD COLUMN tree_id TEXT NOT NULL DEFAULT ''")
             if "duplicate_of" not in columns:
                 db.execute("ALTER TABLE jobs ADD COLUMN duplicate_of INTEGER")
+            db.execute("CREATE INDEX IF NOT EXISTS jobs_tree ON jobs (tree_id)")
 
     def _connect(self) -> AbstractContextManager[sqlite3.Connection]:
         return connect_wal(self.path)
@@ -240,14 +241,49 @@ class JudgeQueue:
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             cur = db.execute(
-                "UPDATE jobs SET state = 'done', verdict = ?, result = ?, finished_at = ?"
-                " WHERE id = ? AND state = 'running'",
-                (str(evaluation.verdict), evaluation.to_json(), evaluation.finished_at, job_id),
+                "UPDATE jobs SET state = 'done', verdict = ?, result = ?, finished_at = ?,"
+                " tree_id = ?, duplicate_of = ? WHERE id = ? AND state = 'running'",
+                (
+                    str(evaluation.verdict),
+                    evaluation.to_json(),
+                    evaluation.finished_at,
+                    evaluation.tree,
+                    evaluation.duplicate_of,
+                    job_id,
+                ),
             )
             if cur.rowcount:
-                self._event(db, job_id, "finished", {"verdict": str(evaluation.verdict)})
+                data: dict[str, object] = {"verdict": str(evaluation.verdict)}
+                if evaluation.duplicate_of is not None:
+                    data["duplicate_of"] = evaluation.duplicate_of
+                self._event(db, job_id, "finished", data)
             db.execute("COMMIT")
             return cur.rowcount == 1
+
+    def earlier_evaluation(self, tree: str, job_id: int, *, same_arm: bool) -> Evaluation | None:
+        """The first evaluation, finished before now, of the same git tree under this queue's
+        settings hash with a verdict other than ERROR, judged afresh (not itself a duplicate):
+        the one job ``job_id`` may reuse. ``same_arm``: only one of ``job_id``'s own arm (its
+        fair key: the same arm of the same run), else of any arm of this queue.
+
+        The settings compared are those the earlier evaluation was judged under (a job queued
+        with none takes its worker's), so nothing judged under other settings is reused.
+        """
+        sql = (
+            "SELECT j.result FROM jobs j WHERE j.state = 'done' AND j.tree_id = ?"
+            " AND j.tree_id != '' AND j.verdict != 'ERROR' AND j.duplicate_of IS NULL"
+            " AND j.id != ? AND json_extract(j.result, '$.settings_hash') = ?"
+        )
+        args: tuple = (tree, job_id, self.settings_hash)
+        if same_arm:
+            sql += (
+                f" AND {_TURN.format(t='j')} ="
+                f" (SELECT {_TURN.format(t='k')} FROM jobs k WHERE k.id = ?)"
+            )
+            args += (job_id,)
+        with self._connect() as db:
+            row = db.execute(sql + " ORDER BY j.finished_at, j.id LIMIT 1", args).fetchone()
+        return Evaluation.from_dict(json.loads(row[0])) if row else None
 
     def requeue(self, job_id: int, why: str) -> None:
         """Put a running job back (an infrastructure fault, not the candidate's)."""

@@ -31,12 +31,15 @@ from types import FrameType
 
 from omegaconf import DictConfig
 
-from judge.kinds import Metric, get_kind
+from isolation.gitutil import GitError, UntrustedRepoError
+from judge.checkout import candidate_store, own_copy
+from judge.kinds import Evaluator, Metric, get_kind
+from judge.mutant import candidate_serve
 from judge.private import JudgeHome
-from judge.queue import JudgeQueue, process_alive
+from judge.queue import Job, JudgeQueue, process_alive
 from judge.sandbox import judge_cpuset, remove_stale_sandboxes
 from judge.settings import settings_hash
-from judge.verdict import Evaluation, Verdict
+from judge.verdict import Evaluation, Outcome, Verdict
 from tasks.schema import PROJECT_ROOT
 
 Progress = Callable[[str], None]
@@ -173,9 +176,7 @@ def work(
                     f"judge: evaluating job {job.id}"
                     f" ({job.arm}/{job.agent} {job.label or job.commit[:10]})"
                 )
-            evaluation = dataclasses.replace(
-                evaluator.evaluate(job), settings_hash=queue.settings_hash
-            )
+            evaluation = judge_job(cfg, home, queue, evaluator, job, progress)
             if evaluation.verdict is Verdict.ERROR and job.attempts < cfg.judge.max_attempts:
                 queue.requeue(job.id, evaluation.detail)
                 if progress:
@@ -191,6 +192,114 @@ def work(
             if progress:
                 progress(f"judge: job {job.id} -> {describe(evaluation)}")
     return finished
+
+
+def judge_job(
+    cfg: DictConfig,
+    home: JudgeHome,
+    queue: JudgeQueue,
+    evaluator: Evaluator,
+    job: Job,
+    progress: Progress | None = None,
+) -> Evaluation:
+    """One claimed job's evaluation, stamped with the queue's settings hash and the tree id.
+
+    The commit is read from the judge's own copy (:func:`_judges_copy`; ERROR when it
+    cannot be made). When its tree was
+    judged before under the same settings (``judge.duplicates``, :func:`_reusable`), the
+    earlier verdict is reused (:func:`duplicate`) and the evaluator is not called at all;
+    otherwise the evaluator judges the job as usual.
+    """
+    copied = _judges_copy(cfg, job, progress)
+    if isinstance(copied, Evaluation):
+        return dataclasses.replace(copied, settings_hash=queue.settings_hash)
+    job, tree = copied
+    earlier = _reusable(cfg, home, queue, job, tree)
+    if earlier is not None:
+        return duplicate(earlier, job, tree, queue.settings_hash)
+    return dataclasses.replace(
+        evaluator.evaluate(job), settings_hash=queue.settings_hash, tree=tree
+    )
+
+
+def _judges_copy(
+    cfg: DictConfig, job: Job, progress: Progress | None
+) -> tuple[Job, str] | Evaluation:
+    """The job as the judge evaluates it, reading its own fsck-checked copy of the commit
+    (:func:`judge.checkout.own_copy`), and the tree id read from that copy; or, when the
+    commit cannot be copied (an object missing or forged in the queued repository, the
+    judge's store failing), an ERROR evaluation: never charged, re-queued while attempts
+    remain, and the candidate is never judged from a copy that failed its check."""
+    store = candidate_store(cfg.judge.private_dir)
+    try:
+        repo, tree = own_copy(Path(job.repo), job.commit, store, store.parent)
+    except Outcome:
+        return job, ""  # a judge-owned repository's non-commit: the evaluation rejects it
+    except (UntrustedRepoError, GitError) as exc:
+        if progress:
+            progress(f"judge: job {job.id}: the commit could not be copied: {exc}")
+        why = str(exc) if isinstance(exc, UntrustedRepoError) else "the judge's store failed"
+        now = time.time()
+        return Evaluation(
+            job_id=job.id,
+            arm=job.arm,
+            agent=job.agent,
+            commit=job.commit,
+            verdict=Verdict.ERROR,
+            reason="infrastructure",
+            detail=f"the judge could not copy the queued commit: {why}",
+            attempts=job.attempts,
+            enqueued_at=job.enqueued_at,
+            started_at=now,
+            finished_at=now,
+            label=job.label,
+        )
+    return dataclasses.replace(job, repo=str(repo)), tree
+
+
+def _reusable(
+    cfg: DictConfig, home: JudgeHome, queue: JudgeQueue, job: Job, tree: str
+) -> Evaluation | None:
+    """The earlier evaluation whose verdict this job takes (``judge.duplicates``), or None.
+
+    Never for a re-judgement, a job without a tree id, or a candidate served another way than
+    the task's own (the judge's generated mutants: their serve argv is keyed by commit, so the
+    tree is not all of their input). Only a finished evaluation counts: while the earlier job
+    of the same tree is still queued or running (several devices, or a fair queue across
+    arms), this one is evaluated as usual, never kept waiting on it.
+    """
+    if job.rejudge or not tree or cfg.judge.duplicates == "off":
+        return None
+    if candidate_serve(home, job) is not None:
+        return None
+    return queue.earlier_evaluation(tree, job.id, same_arm=cfg.judge.duplicates == "arm")
+
+
+def duplicate(earlier: Evaluation, job: Job, tree: str, settings: str) -> Evaluation:
+    """``job``'s evaluation when its tree was judged before: ``earlier``'s verdict, reason,
+    detail, metrics and flags, marked ``duplicate_of`` the earlier job; no stage ran (no
+    sandbox, no judge time)."""
+    now = time.time()
+    return Evaluation(
+        job_id=job.id,
+        arm=job.arm,
+        agent=job.agent,
+        commit=job.commit,
+        verdict=earlier.verdict,
+        reason=earlier.reason,
+        detail=earlier.detail,
+        metrics=copy.deepcopy(earlier.metrics),
+        flags=copy.deepcopy(earlier.flags),
+        attempts=job.attempts,
+        enqueued_at=job.enqueued_at,
+        started_at=now,
+        finished_at=now,
+        label=job.label,
+        settings_hash=settings,
+        metric=copy.deepcopy(earlier.metric),
+        duplicate_of=earlier.job_id,
+        tree=tree,
+    )
 
 
 def extra_devices(cfg: DictConfig, count: int) -> list[DictConfig]:
@@ -276,6 +385,8 @@ def describe(evaluation: Evaluation) -> str:
         text += f" {score:.1f}{unit} = {m['x_baseline']:.2f}x baseline"
     if "b1_ratio" in m:
         text += f", B=1 ratio {m['b1_ratio']:.3f}"
+    if evaluation.duplicate_of is not None:
+        text += f" (duplicate of job {evaluation.duplicate_of}: the same tree, not judged again)"
     text += f" [{evaluation.stages.get('total', 0):.1f} s]"
     return text
 
