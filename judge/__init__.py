@@ -21,7 +21,6 @@ _HOMES = {
     "QUICK_DEATH_S": "judge.client",
     "QUICK_DEATHS": "judge.client",
     "agent_cpuset": "judge.client",
-    "enqueue": "judge.client",
     "enqueued_jobs": "judge.client",
     "stop_services": "judge.client",
     # Its queue, home and results.

@@ -76,6 +76,13 @@ def judge_cpuset(setting: str) -> str:
     return str(max(os.sched_getaffinity(0)))
 
 
+def other_cpus(setting: str) -> list[int]:
+    """Every CPU this process may use but the judge's (``setting``: the sandbox's cpuset),
+    ascending; empty on a one-CPU machine."""
+    judge = {int(c) for c in judge_cpuset(setting).split(",") if c.isdigit()}
+    return sorted(set(os.sched_getaffinity(0)) - judge)
+
+
 def sandbox_python(cfg: SandboxConfig) -> str:
     return sys.executable if cfg.python == "auto" else cfg.python
 

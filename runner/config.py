@@ -93,9 +93,9 @@ class BudgetConfig:
 
 
 @dataclass
-class ConfirmConfig:
+class RejudgeConfig:
     """After the deadline the runner judges each arm's best PASS ``runs`` times and the starting
-    commit ``baseline_runs`` times (runner/confirm.py): the best is reported as re-measured, not
+    commit ``baseline_runs`` times (runner/rejudge.py): the best is reported as re-measured, not
     as the luckiest of many noisy numbers, and the starting commit's spread is the judge's noise.
     The phase ends after ``max_minutes``; what is not judged by then is withdrawn."""
 
@@ -113,7 +113,8 @@ class RunnerConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     isolation: IsolationConfig = field(default_factory=IsolationConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
-    confirm: ConfirmConfig = field(default_factory=ConfirmConfig)
+    # Re-judging after the deadline; the key stays `confirm`: saved runs and sweeps name it.
+    confirm: RejudgeConfig = field(default_factory=RejudgeConfig)
     arms: dict[str, ArmConfig] = field(default_factory=dict)
     # arm=continuation: the run directory whose champion every agent starts from.
     from_run: str | None = None

@@ -4,17 +4,12 @@ supervise → collect. A run killed at any point can be resumed from its directo
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -28,23 +23,21 @@ from isolation.gitutil import template_repo
 from isolation.quota import QuotaPlan, QuotaWatch, quota_setting_problem
 from isolation.taskenv import task_runtime
 from isolation.workspace import ArmWorkspace, Seat, load_arm, prepare_arm, release_quotas
-from judge import load_judge_config, save_judge_config, settings_hash
-from judge.checkout import BadInput
-from judge.kinds import get_kind, run_metric
-from judge.preflight import (
-    format_table,
-    passed_preflight,
-    preflight_fingerprint,
-    run_preflight,
+from judge import (
+    JudgeClient,
+    JudgeHome,
+    JudgeQueue,
+    JudgeRefused,
+    JudgeService,
+    agent_cpuset,
+    get_kind,
+    run_metric,
+    save_judge_config,
 )
-from judge.private import JudgeHome, home_path, setup
-from judge.queue import JudgeQueue, process_token
-from judge.sandbox import judge_cpuset
-from judge.service import device_holder, start_service
-from runner.confirm import CHAMPION, plan_rechecks, queue_rechecks
 from runner.events import EventLog
 from runner.gateway import Gateway, fair_key
 from runner.progress import Progress
+from runner.rejudge import CHAMPION, plan_rejudgements, queue_rejudgements
 from runner.seats import (
     MOVES_MOUNT,
     SeatProxy,
@@ -77,157 +70,12 @@ def say(line: str) -> None:
 
 
 class RunRefused(Exception):
-    """The run cannot start (preflight failed, no engine, bad from_run): one clear message."""
+    """The run cannot start (no engine, bad settings, bad from_run): one clear message."""
 
 
-class JudgeServiceFailed(RunRefused):
-    """The judge service this run starts keeps dying: its log says why."""
-
-
-# A service that dies this soon after it started, this many times in a row, is not started
-# again: its settings or the judge itself are broken, and restarting it would only hide that.
-QUICK_DEATH_S = 60.0
-QUICK_DEATHS = 3
-
-
-@dataclass
-class JudgeLink:
-    """The runner's view of the judge service. The run is judged only under its own settings
-    (``settings``, the hash of ``config_file``): by a service it starts, or by a live one that
-    serves the same settings; a live one with other settings is waited for, never used. The
-    service is never killed with the runner (own session); it leaves by itself once this run's
-    process is gone and none of its jobs is left (``judge.service.serve_forever``), and is
-    stopped at the end if this run started it and no job of its settings waits."""
-
-    home: JudgeHome
-    device: str
-    config_file: Path
-    log_file: Path
-    process: subprocess.Popen | None = None
-    # This run's side of the queue (set by the run): whose turn the device is.
-    queue: JudgeQueue | None = None
-    settings: str = field(init=False, default="")
-    _started: float = field(init=False, default=0.0)
-    _quick_deaths: int = field(init=False, default=0)
-    _told: tuple[str, Any] | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        # The hash of the saved file as the service loads it, so both sides agree on it.
-        try:
-            self.settings = settings_hash(load_judge_config(self.config_file))
-        except BadInput as exc:  # the service would refuse it too, at every restart
-            raise RunRefused(f"judge settings: {exc}") from None
-
-    def start(self, timeout_s: float = QUICK_DEATH_S) -> None:
-        """``ensure_running``, then wait until the service holds the device (or is seen to be
-        another's): a service that cannot start stops the run before any agent starts."""
-        limit = time.monotonic() + timeout_s
-        while time.monotonic() < limit:
-            self.ensure_running()
-            if self.process is None:
-                return  # judged by a live service with these settings, or waiting for one
-            holder = device_holder(self.home, self.device)
-            if holder and holder["pid"] == self.process.pid:
-                return
-            time.sleep(0.2)
-
-    def ensure_running(self) -> None:
-        """Keep a service of this run's settings on the device, or wait for the device.
-
-        Raises:
-            JudgeServiceFailed: the service this run started died ``QUICK_DEATHS`` times in a
-                row, each within ``QUICK_DEATH_S`` of starting.
-        """
-        if self.process is not None:
-            code = self.process.poll()
-            if code is None:
-                return
-            self._exited(code)
-        holder = device_holder(self.home, self.device)
-        if holder is None:
-            turn = self.queue.next_turn() if self.queue is not None else None
-            if turn not in (None, self.settings):
-                return  # a job of other settings is next: its run starts its worker
-            self.process = start_service(self.config_file, self.log_file, process_token())
-            self._started = time.monotonic()
-            return
-        pid, theirs = holder["pid"], holder["settings_hash"]
-        if pid is None:
-            return  # a worker is just taking the device: look again next time
-        if theirs == self.settings:
-            if self._told != ("shared", pid):
-                self._told = ("shared", pid)
-                self._note(
-                    f"judge: this run is judged by the service pid {pid} (log {holder['log']}),"
-                    f" which serves the same settings {self.settings}"
-                )
-            return
-        if self._told != ("waiting", theirs):  # once per other settings, not per hand-over
-            self._told = ("waiting", theirs)
-            line = (
-                f"judge: the judge worker on device {self.device} (pid {pid}) serves other"
-                f" settings ({theirs or 'unknown'}; this run's are {self.settings}): this run's"
-                " evaluations wait for their turn (the device changes hands between"
-                " evaluations)"
-            )
-            say(line)
-            self._note(line)
-
-    def _exited(self, code: int) -> None:
-        lived = time.monotonic() - self._started
-        self.process = None
-        if code == 0:  # it left by itself (the device was taken meanwhile, or it was stopped)
-            self._quick_deaths = 0
-            return
-        self._quick_deaths = self._quick_deaths + 1 if lived < QUICK_DEATH_S else 0
-        if self._quick_deaths >= QUICK_DEATHS:
-            last = self._last_line()
-            raise JudgeServiceFailed(
-                f"the judge service died {self._quick_deaths} times in a row, each within"
-                f" {QUICK_DEATH_S:g} s of starting (last exit code {code}); see {self.log_file}"
-                + (f" (its last line: {last})" if last else "")
-            )
-        say(
-            f"judge: the judge service exited with code {code} after {lived:.0f} s;"
-            f" starting it again (see {self.log_file})"
-        )
-
-    def _note(self, line: str) -> None:
-        """A line in this run's service log, which then exists even when another process's
-        service judges the run (it says which)."""
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_file, "a") as log:
-            log.write(f"{time.strftime('%H:%M:%S')} {line}\n")
-
-    def _last_line(self) -> str:
-        try:
-            lines = self.log_file.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return lines[-1].strip()[:300] if lines else ""
-
-    def stop_if_ours(self, queue: JudgeQueue, withdraw: list[int] | None = None) -> None:
-        """At the run's end: withdraw ``withdraw`` from the queue (this run's jobs nobody will
-        record any more, one being judged included), then stop the service this run started
-        unless a job of its settings still waits or runs (another run with them needs it)."""
-        if withdraw:
-            queue.cancel(withdraw, "its run ended", running=True)
-        if self.process is None or self.process.poll() is not None:
-            return
-        counts = queue.counts(self.settings)
-        if counts.get("queued", 0) or counts.get("running", 0):
-            return  # another run with the same settings still needs it
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=5)  # idle: it leaves within a poll
-        except subprocess.TimeoutExpired:
-            # Inside an evaluation nobody waits for (a withdrawn job): a second signal ends it.
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+# What stops a run with one line and exit status 2: the runner's refusals, the judge's (a
+# failed preflight, settings it would refuse, a service that keeps dying), no Docker engine.
+REFUSED = (RunRefused, JudgeRefused, DockerUnavailable)
 
 
 def judge_app_config(cfg: DictConfig) -> DictConfig:
@@ -237,50 +85,9 @@ def judge_app_config(cfg: DictConfig) -> DictConfig:
     return app
 
 
-@contextmanager
-def judge_setup_lock(judge_cfg: DictConfig) -> Iterator[float | None]:
-    """Held while a run sets up and preflights its judge's private folder: runs started
-    together (a parallel sweep) would otherwise set up the same folder at once, or preflight it
-    twice. The first sets up and preflights; the others wait, then find it done. Yields when
-    this run began to wait for another, or None when it did not wait."""
-    root = home_path(judge_cfg)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root.with_name(root.name + ".setup.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    waited_since = None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            waited_since = time.time()
-            say("judge: another run is setting up or preflighting this judge; waiting for it")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield waited_since
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def failed_preflight_since(judge_cfg: DictConfig, home: JudgeHome, since: float) -> bool:
-    """True if a complete preflight of these judge code, task and settings failed after
-    ``since``: the one another run just ran while this one waited, not to be repeated."""
-    try:
-        record = json.loads((home.root / "preflight.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return bool(
-        record.get("complete")
-        and not record.get("ok")
-        and float(record.get("at", 0)) >= since
-        and record.get("fingerprint") == preflight_fingerprint(judge_cfg)
-    )
-
-
-def agent_cpuset(cfg: DictConfig) -> str:
-    """Every CPU but the judge's (all of them on a one-CPU machine)."""
-    if cfg.isolation.cpuset != "auto":
-        return cfg.isolation.cpuset
-    judge_cpus = {int(c) for c in judge_cpuset(cfg.judge.sandbox.cpuset).split(",") if c.isdigit()}
-    others = sorted(set(os.sched_getaffinity(0)) - judge_cpus) or sorted(os.sched_getaffinity(0))
-    return ",".join(map(str, others))
+def judge_client(cfg: DictConfig) -> JudgeClient:
+    """The judge of this run's task and judge settings, saying what it does on stderr."""
+    return JudgeClient(judge_app_config(cfg), say)
 
 
 def champion(from_run: Path) -> tuple[Path, str, dict[str, Any]]:
@@ -350,7 +157,7 @@ def agent_specs(
                         **card,
                     },
                     image=cfg.agent.image,
-                    cpuset=agent_cpuset(cfg),
+                    cpuset=agent_cpuset(cfg.isolation.cpuset, cfg.judge.sandbox.cpuset),
                     memory=cfg.isolation.memory,
                     pids_limit=cfg.isolation.pids_limit,
                     network=cfg.agent.network,
@@ -460,32 +267,7 @@ class Run:
                 " the isolation; isolation=local only takes the agents out of containers"
                 " (development only)."
             ) from None
-        judge_cfg = judge_app_config(cfg)
-        if cfg.judge.preflight not in ("required", "skip"):
-            raise RunRefused(f"judge.preflight={cfg.judge.preflight!r}: use required or skip")
-        with judge_setup_lock(judge_cfg) as waited_since:
-            home = setup(judge_cfg, progress=say)
-            if cfg.judge.preflight == "skip":
-                say("WARNING: judge.preflight=skip: the judge was not checked against its mutants")
-            elif passed_preflight(judge_cfg, home):
-                say("judge preflight: passed before with this judge, task and settings")
-            elif waited_since and failed_preflight_since(judge_cfg, home, waited_since):
-                raise RunRefused(
-                    "judge preflight failed in the run this one waited for"
-                    f" ({home.root / 'preflight.json'}): not starting any agent"
-                )
-            else:
-                say("judge preflight: scoring the task's mutants before any agent starts")
-                try:
-                    report = run_preflight(judge_cfg, home, progress=say)
-                except ValueError as exc:  # a catalogue that cannot vouch for the judge
-                    raise RunRefused(f"judge preflight: {exc}") from None
-                say(format_table(report.rows))
-                if report.note:
-                    say(report.note)
-                if not report.ok:
-                    raise RunRefused("judge preflight failed: not starting any agent")
-        return home
+        return judge_client(cfg).make_ready(cfg.judge.preflight)
 
     def starting_point(self) -> tuple[Path, str, dict[str, Any] | None]:
         cfg = self.cfg
@@ -525,14 +307,14 @@ class Run:
         first_event: str,
     ) -> int:
         cfg = self.cfg
-        link = JudgeLink(
+        link = JudgeService(
             home,
             cfg.judge.device,
             save_judge_config(cfg.task, cfg.judge, self.run_dir / "judge.yaml"),
             self.run_dir / "judge-service.log",
         )
         # Every job this run queues names its settings; only a worker with them judges it.
-        queue = link.queue = JudgeQueue(home.queue_path, cfg.judge.queue_policy, link.settings)
+        queue = link.open_queue(cfg.judge.queue_policy)
         # A resumed run takes over what its killed runner queued: their turns count again.
         queue.adopt([s["job_id"] for s in self.events.pending_jobs()])
         recorded = self.events.meta().get("judge_settings_hash")
@@ -579,11 +361,11 @@ class Run:
             self.events.set_meta(ended_by=reason)
             self.drain(gateway, queue, link, reason)
             if reason in NORMAL_ENDS:
-                self.recheck(gateway, queue, link, arms)
+                self.rejudge(gateway, queue, link, arms)
             return self.collect(reason, link, queue)
         except Exception:
             # A run that fails leaves no judge service behind that it started and nobody uses.
-            link.stop_if_ours(queue)
+            link.stop_when_idle(queue)
             raise
         finally:
             for problem in release_quotas(arms):  # the seats' files back in plain folders
@@ -650,7 +432,7 @@ class Run:
         """Seconds an agent gets to exit after SIGTERM: none once a second signal came."""
         return 0.0 if self.signals > 1 else 5.0
 
-    def drain(self, gateway: Gateway, queue: JudgeQueue, link: JudgeLink, reason: str) -> None:
+    def drain(self, gateway: Gateway, queue: JudgeQueue, link: JudgeService, reason: str) -> None:
         """Let submissions made before the end be judged, for at most drain_minutes."""
         limit = time.time() + (60 * self.cfg.budget.drain_minutes if reason in NORMAL_ENDS else 0)
         gateway.poll()
@@ -668,19 +450,19 @@ class Run:
                 f" ({len(cancelled)} withdrawn from the judge's queue)"
             )
 
-    def recheck(
-        self, gateway: Gateway, queue: JudgeQueue, link: JudgeLink, arms: list[ArmWorkspace]
+    def rejudge(
+        self, gateway: Gateway, queue: JudgeQueue, link: JudgeService, arms: list[ArmWorkspace]
     ) -> None:
         """Judge each arm's best and its starting commit again, all arms alike."""
         confirm = self.cfg.confirm
         if self.stopping:  # Ctrl-C before the phase began: nothing is queued for it
             return
-        plan = plan_rechecks(self.events, arms, confirm.runs, confirm.baseline_runs)
+        plan = plan_rejudgements(self.events, arms, confirm.runs, confirm.baseline_runs)
         if not plan:
             return
         if not self.events.meta().get("rechecks_started_at"):
             self.events.set_meta(rechecks_started_at=time.time())
-        queue_rechecks(self.events, queue, plan)
+        queue_rejudgements(self.events, queue, plan)
         say(
             f"re-judging each arm's best ({confirm.runs}x) and the starting commit"
             f" ({confirm.baseline_runs}x): {len(plan)} evaluations,"
@@ -697,13 +479,13 @@ class Run:
             queue.cancel(left, "re-judging phase ended")
             say(f"{len(left)} re-judgement(s) not finished in time (withdrawn)")
 
-    def collect(self, reason: str, link: JudgeLink, queue: JudgeQueue) -> int:
+    def collect(self, reason: str, link: JudgeService, queue: JudgeQueue) -> int:
         ended = time.time()
         self.events.set_meta(status="finished" if reason in NORMAL_ENDS else reason, ended_at=ended)
         rows = summarize(self.events, self.run_dir)
         write_summary(rows, self.run_dir / "summary.csv")
         # What is still pending now is never recorded: withdrawn, even from the judge's hands.
-        link.stop_if_ours(queue, [s["job_id"] for s in self.events.pending_jobs()])
+        link.stop_when_idle(queue, [s["job_id"] for s in self.events.pending_jobs()])
         print(format_summary(rows))
         print(f"results: {self.run_dir}")
         return 0 if reason in NORMAL_ENDS else 130
@@ -713,7 +495,7 @@ def start_experiment(cfg: DictConfig, run_dir: Path) -> int:
     """Run a composed experiment in ``run_dir``; returns the exit status."""
     try:
         return Run(cfg, run_dir).start()
-    except (RunRefused, DockerUnavailable) as exc:
+    except REFUSED as exc:
         say(f"runner: {exc}")
         return 2
     except KeyboardInterrupt:  # before any agent started (judge setup, preflight)
@@ -740,9 +522,7 @@ def resume_experiment(run_dir: Path) -> int:
         return 2
     try:
         backend = get_backend(cfg.isolation.backend)
-        judge_cfg = judge_app_config(cfg)  # type: ignore[arg-type]
-        with judge_setup_lock(judge_cfg):
-            home = setup(judge_cfg, progress=say)
+        home = judge_client(cfg).set_up()  # type: ignore[arg-type]
         arms = [load_arm(run_dir, name) for name in meta["arms"]]
         for arm in arms:
             for agent in arm.agents:
@@ -754,7 +534,7 @@ def resume_experiment(run_dir: Path) -> int:
             )
         finally:
             run.restore_signals()
-    except (RunRefused, DockerUnavailable) as exc:
+    except REFUSED as exc:
         say(f"runner: {exc}")
         return 2
     except KeyboardInterrupt:  # before any agent started: the run stays resumable

@@ -27,8 +27,7 @@ from typing import Any
 
 from isolation.gitutil import SHA_RE, UntrustedRepoError, fetch_commit, git
 from isolation.workspace import AgentWorkspace, ArmWorkspace
-from judge.queue import JudgeQueue
-from judge.verdict import Evaluation
+from judge import Evaluation, JudgeQueue, enqueued_jobs
 from runner.events import EventLog
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -450,11 +449,8 @@ class Gateway:
     def _orphan_jobs(self) -> dict[tuple[str, str, str], list[tuple[int, float]]]:
         taken = {s["job_id"] for s in self.events.table("submissions") if s["job_id"]}
         found: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
-        for at, job_id, kind, data in self.queue.events():
-            if kind != "enqueued" or job_id is None or job_id in taken:
+        for job in enqueued_jobs(self.queue):
+            if job.job_id in taken or job.arm not in self.arms:
                 continue
-            if data.get("arm") not in self.arms:
-                continue
-            key = (data["arm"], data.get("agent", ""), data.get("commit", ""))
-            found.setdefault(key, []).append((job_id, at))
+            found.setdefault((job.arm, job.agent, job.commit), []).append((job.job_id, job.at))
         return found

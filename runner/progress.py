@@ -7,10 +7,9 @@ import sys
 import time
 from typing import Any
 
-from judge.kinds import Metric, run_metric
-from judge.queue import JudgeQueue
-from runner.confirm import CHAMPION, PSEUDO_AGENTS, best_pass
+from judge import JudgeQueue, Metric, run_metric
 from runner.events import EventLog
+from runner.rejudge import CHAMPION, PSEUDO_AGENTS, best_pass
 
 
 def arm_progress(evaluations: list[dict[str, Any]], arm: str, metric: Metric) -> str:

@@ -119,7 +119,7 @@ def scripted_env(cfg: DictConfig) -> dict[str, str]:
     """The scripted agent's task card (``agents.scripted.card``), for its environment: all
     it knows of the task besides the move library."""
     from agents.scripted.card import ENV, make_card
-    from judge.kinds import get_kind
+    from judge import get_kind
 
     task = OmegaConf.to_container(cfg.task, resolve=True)
     metric = get_kind(cfg.task.kind).metric(cfg.task).to_dict()

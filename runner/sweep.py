@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import sys
 import time
@@ -29,9 +28,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from isolation import DockerUnavailable
+from judge import stop_services
 from runner.config import register_configs
-from runner.experiment import Run, RunRefused, say
+from runner.experiment import REFUSED, Run, say
 
 JOB_FILE = "job.json"
 # The jobs of this process that a signal interrupted.
@@ -80,7 +79,7 @@ def run_job(cfg: DictConfig, run_dir: Path) -> int:
     error = None
     try:
         status = Run(cfg, run_dir).start()
-    except (RunRefused, DockerUnavailable) as exc:
+    except REFUSED as exc:
         say(f"runner: {exc}")
         status, error = 2, f"refused: {exc}"
     except Exception as exc:
@@ -114,14 +113,6 @@ def run_job(cfg: DictConfig, run_dir: Path) -> int:
 _SWEEP: dict[str, Any] = {}
 
 
-def _argv(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-
-
 def stop_sweep_judges(sweep_dir: Path) -> list[int]:
     """Stop the judge services that jobs of this sweep started and left running.
 
@@ -130,29 +121,12 @@ def stop_sweep_judges(sweep_dir: Path) -> list[int]:
     outlives the job that started it, and no later job stops it (it did not start it). At the
     end of the sweep every job is over, so a service whose config lies in this sweep gets
     SIGTERM: it finishes the evaluation in progress, if any, and exits; a run elsewhere that
-    still needs a judge starts its own (``JudgeLink.ensure_running``). Returns the pids
+    still needs a judge starts its own (``judge.JudgeService.ensure_running``). Returns the pids
     signalled."""
     from analysis.sweep import find_jobs, read_meta
 
-    prefix = str(sweep_dir.resolve()) + os.sep
-    homes = {read_meta(job / "events.sqlite").get("judge_home") for job in find_jobs(sweep_dir)}
-    stopped = []
-    for home in sorted(h for h in homes if h):
-        for info in sorted(Path(home).glob("service-*.json")):
-            try:
-                pid = int(json.loads(info.read_text())["pid"])
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            argv = _argv(pid)
-            serving = "judge" in argv and "serve" in argv
-            if not serving or not any(a.startswith(prefix) for a in argv):
-                continue  # not a judge service, or not one this sweep started
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            stopped.append(pid)
-    return stopped
+    homes = [read_meta(job / "events.sqlite").get("judge_home") for job in find_jobs(sweep_dir)]
+    return stop_services([h for h in homes if h], sweep_dir)
 
 
 def finish_sweep(sweep_dir: Path) -> int:

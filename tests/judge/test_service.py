@@ -7,11 +7,19 @@ import types
 
 import pytest
 
-from judge import compose_judge_config, load_judge_config, save_judge_config
-from judge import settings_hash
-from judge.queue import JudgeQueue
+from judge import (
+    QUICK_DEATHS,
+    JudgeQueue,
+    JudgeRefused,
+    JudgeService,
+    JudgeServiceFailed,
+    compose_judge_config,
+    load_judge_config,
+    save_judge_config,
+    settings_hash,
+)
 from judge.service import DeviceLock, device_holder
-from runner.experiment import QUICK_DEATHS, JudgeLink, JudgeServiceFailed, RunRefused
+from runner.experiment import REFUSED
 
 
 def _saved(tmp_path, *overrides: str):
@@ -19,10 +27,10 @@ def _saved(tmp_path, *overrides: str):
     return cfg, save_judge_config(cfg.task, cfg.judge, tmp_path / "run" / "judge.yaml")
 
 
-def _link(tmp_path, *overrides: str) -> JudgeLink:
+def _link(tmp_path, *overrides: str) -> JudgeService:
     _, config = _saved(tmp_path, *overrides)
     home = types.SimpleNamespace(root=tmp_path)  # the lock files are all a link needs here
-    return JudgeLink(home, "cpu", config, tmp_path / "run" / "judge-service.log")  # type: ignore[arg-type]
+    return JudgeService(home, "cpu", config, tmp_path / "run" / "judge-service.log")  # type: ignore[arg-type]
 
 
 def test_the_hash_covers_what_changes_a_verdict_and_nothing_else(tmp_path):
@@ -93,7 +101,7 @@ def test_a_service_that_keeps_dying_stops_the_run_with_one_clear_line(
     assert f"died {QUICK_DEATHS} times in a row" in message
     assert str(link.log_file) in message and "exit code 2" in message
     assert "docker" in message.lower()  # the log's last line: why it died
-    assert isinstance(failed.value, RunRefused)  # the runner says it in one line, exits 2
+    assert isinstance(failed.value, REFUSED)  # the runner says it in one line, exits 2
     restarts = [line for line in capsys.readouterr().err.splitlines() if "exited" in line]
     assert len(restarts) == QUICK_DEATHS - 1  # each death said, not restarted in silence
 
@@ -101,5 +109,5 @@ def test_a_service_that_keeps_dying_stops_the_run_with_one_clear_line(
 def test_settings_the_service_would_refuse_refuse_the_run(tmp_path):
     _, config = _saved(tmp_path)
     config.write_text(config.read_text().replace("near_tie_policy: wrong", "near_tie_policy: p"))
-    with pytest.raises(RunRefused, match="near_tie_policy"):
-        JudgeLink(types.SimpleNamespace(root=tmp_path), "cpu", config, tmp_path / "log")  # type: ignore[arg-type]
+    with pytest.raises(JudgeRefused, match="near_tie_policy"):
+        JudgeService(types.SimpleNamespace(root=tmp_path), "cpu", config, tmp_path / "log")  # type: ignore[arg-type]

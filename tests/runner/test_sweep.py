@@ -16,15 +16,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from judge import JudgeClient
 from judge.preflight import preflight_fingerprint
 from runner import sweep
 from runner.config import register_configs
-from runner.experiment import (
-    RunRefused,
-    failed_preflight_since,
-    judge_app_config,
-    judge_setup_lock,
-)
+from runner.experiment import RunRefused, judge_app_config
 from tasks.schema import PROJECT_ROOT
 
 
@@ -154,7 +150,7 @@ def test_jobs_started_together_wait_for_one_judge_setup(tmp_path):
     held, release = threading.Event(), threading.Event()
 
     def first() -> None:
-        with judge_setup_lock(judge_cfg) as waited:
+        with JudgeClient(judge_cfg).setup_lock() as waited:
             assert waited is None
             held.set()
             release.wait(10)
@@ -164,21 +160,21 @@ def test_jobs_started_together_wait_for_one_judge_setup(tmp_path):
     held.wait(10)
     threading.Timer(0.3, release.set).start()
     before = time.time()
-    with judge_setup_lock(judge_cfg) as waited:
+    with JudgeClient(judge_cfg).setup_lock() as waited:
         assert waited is not None and waited >= before
         assert time.time() - before >= 0.25
     thread.join()
 
     home = SimpleNamespace(root=tmp_path / "home")
     home.root.mkdir()
-    assert not failed_preflight_since(judge_cfg, home, waited)  # type: ignore[arg-type]
+    assert not JudgeClient(judge_cfg).failed_preflight_since(home, waited)  # type: ignore[arg-type]
     record = {"complete": True, "ok": False, "at": time.time(),
               "fingerprint": preflight_fingerprint(judge_cfg)}  # fmt: skip
     (home.root / "preflight.json").write_text(json.dumps(record))
-    assert failed_preflight_since(judge_cfg, home, waited)  # type: ignore[arg-type]
-    assert not failed_preflight_since(judge_cfg, home, time.time() + 1)  # type: ignore[arg-type]
+    assert JudgeClient(judge_cfg).failed_preflight_since(home, waited)  # type: ignore[arg-type]
+    assert not JudgeClient(judge_cfg).failed_preflight_since(home, time.time() + 1)  # type: ignore[arg-type]
     (home.root / "preflight.json").write_text(json.dumps({**record, "ok": True}))
-    assert not failed_preflight_since(judge_cfg, home, waited)  # type: ignore[arg-type]
+    assert not JudgeClient(judge_cfg).failed_preflight_since(home, waited)  # type: ignore[arg-type]
 
 
 def test_judge_services_left_by_the_sweep_are_stopped(tmp_path):
