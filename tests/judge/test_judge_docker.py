@@ -74,13 +74,17 @@ def test_the_same_candidate_gets_the_same_verdict_ten_times(cfg, home, mutant_re
     repo, shas = mutant_repo
     queue = JudgeQueue(home.queue_path)
     jobs = [
-        queue.enqueue(arm="repeat", agent="w", repo=str(repo), commit=shas["baseline"])
+        # rejudge: ten real evaluations (a test of the judge's determinism), never duplicates.
+        queue.enqueue(
+            arm="repeat", agent="w", repo=str(repo), commit=shas["baseline"], rejudge=True
+        )
         for _ in range(10)
     ]
     evaluations = run_until_done(cfg, home, jobs)
     assert [(e.verdict, e.reason) for e in evaluations] == [(Verdict.PASS, "")] * 10, [
         e.detail for e in evaluations
     ]
+    assert all(e.duplicate_of is None and e.stages.get("total", 0) > 0 for e in evaluations)
 
 
 def test_evaluate_reference_by_hand_passes_at_twice_the_baseline(overrides, mutant_repo):
