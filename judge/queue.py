@@ -15,12 +15,12 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 from judge.verdict import Evaluation
+from sqlitewal import connect_wal
 
 POLICIES = ("fifo", "fair")
 # Whose turn a job takes under the fair policy: its fair key, else its arm.
@@ -58,19 +58,6 @@ CREATE TABLE IF NOT EXISTS events (
     data TEXT NOT NULL DEFAULT '{}'
 );
 """
-
-
-@contextmanager
-def connect_wal(path: Path) -> Iterator[sqlite3.Connection]:
-    """A connection to a SQLite file in WAL mode, autocommit (transactions are explicit),
-    waiting up to 30 s for another process's lock; closed on exit."""
-    db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        yield db
-    finally:
-        db.close()
 
 
 @dataclass(frozen=True)

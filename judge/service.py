@@ -37,7 +37,7 @@ from judge.kinds import Evaluator, Metric, get_kind
 from judge.mutant import candidate_serve
 from judge.private import JudgeHome
 from judge.queue import Job, JudgeQueue, process_alive
-from judge.sandbox import judge_cpuset, remove_stale_sandboxes
+from judge.sandbox import other_cpus, remove_stale_sandboxes
 from judge.settings import settings_hash
 from judge.verdict import Evaluation, Outcome, Verdict
 from tasks.schema import PROJECT_ROOT
@@ -308,8 +308,7 @@ def extra_devices(cfg: DictConfig, count: int) -> list[DictConfig]:
     judge or a one-CPU machine."""
     if count <= 1 or cfg.judge.device != "cpu":
         return []
-    own = {int(c) for c in judge_cpuset(cfg.judge.sandbox.cpuset).split(",") if c.isdigit()}
-    others = sorted(set(os.sched_getaffinity(0)) - own, reverse=True)[: count - 1]
+    others = other_cpus(cfg.judge.sandbox.cpuset)[::-1][: count - 1]
     extra = []
     for cpu in others:
         device_cfg = copy.deepcopy(cfg)
