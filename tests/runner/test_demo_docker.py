@@ -13,6 +13,7 @@ import pytest
 
 from runner.events import EventLog
 from tasks.schema import PROJECT_ROOT
+from tests.support.run_record import assert_summary_agrees_with_arms
 
 pytestmark = pytest.mark.docker
 
@@ -56,10 +57,11 @@ def test_swarm_vs_solo_demo(judge_private_dir, base_image, tmp_path):
     # After the deadline each arm's best and the starting commit were judged again.
     for row in rows.values():
         if int(row["pass"]):
-            assert row["confirm_verdicts"], report
-            assert row["confirm_verdicts"].split(",")[0] == "PASS", report
-            assert float(row["confirmed_x_baseline"]) > 0, report
+            assert row["rejudged_verdicts"], report
+            assert row["rejudged_verdicts"].split(",")[0] == "PASS", report
+            assert float(row["rejudged_x_baseline"]) > 0, report
     assert rows["swarm"]["judge_noise_x_sd"], report
+    assert_summary_agrees_with_arms(run_dir)  # summary.csv is the arms table's, by construction
     events = EventLog(run_dir / "events.sqlite")
     evaluations = events.table("evaluations")
     verdicts = {e["verdict"] for e in evaluations}

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from runner.events import EventLog
+from runrecord import REJUDGE, agent_name, rejudging_started_at
 from tasks.schema import PROJECT_ROOT
 
 pytestmark = pytest.mark.docker
@@ -84,22 +85,22 @@ def test_a_run_to_its_end_writes_its_summary(judge_private_dir, base_image, tmp_
     assert evaluation["verdict"] == "PASS"
     # After the deadline the runner judged the arm's best twice and the starting commit once,
     # as its own pseudo-agents, after every agent evaluation.
-    confirms = [e for e in evaluations if e["agent"] == "confirm"]
+    confirms = [e for e in evaluations if agent_name(e["agent"]) == REJUDGE]
     [baseline] = [e for e in evaluations if e["agent"] == "baseline"]
     assert [e["commit_sha"] for e in confirms] == [evaluation["commit_sha"]] * 2
     assert baseline["commit_sha"] == events.meta()["start_commit"]
     assert min(e["started_at"] for e in [*confirms, baseline]) >= evaluation["finished_at"]
     # The run ended on its judge budget, long before its deadline, and re-judged after that.
     assert events.meta()["ended_by"] == "evaluations"
-    assert events.meta()["rechecks_started_at"] < events.meta()["deadline"]
-    assert events.meta()["rechecks_started_at"] >= evaluation["finished_at"]
+    assert rejudging_started_at(events.meta()) < events.meta()["deadline"]
+    assert rejudging_started_at(events.meta()) >= evaluation["finished_at"]
     row = next(csv.DictReader((run_dir / "summary.csv").open()))
     assert row["evaluations"] == "1"  # the runner's re-judgements are not the agent's
     # The run records what its scores count: the decode kind's metric.
     metric = events.meta()["metric"]
     assert (metric["unit"], metric["higher_is_better"]) == ("tok/s", True)
     assert (row["metric"], row["unit"]) == (metric["name"], "tok/s")
-    assert row["confirm_verdicts"] == ",".join(e["verdict"] for e in confirms)
+    assert row["rejudged_verdicts"] == ",".join(e["verdict"] for e in confirms)
     [message] = events.messages("solo")
     assert message["author"] == "w1" and message["text"] == "done"
     summary = (run_dir / "summary.csv").read_text().splitlines()
