@@ -145,6 +145,9 @@ class Proxy(BaseHTTPRequestHandler):
             line = resp.fp.readline(1 << 20)
             if not line:
                 break
+            if line.startswith(b"data: [DONE]") and MODE == "b1_slow" and alone:
+                # A lone request ends as late again as it took: twice as slow in all.
+                time.sleep(time.perf_counter() - start)
             if line.startswith(b"data: [DONE]") and MODE == "fake_usage":
                 usage = {
                     "usage": {
@@ -163,11 +166,6 @@ class Proxy(BaseHTTPRequestHandler):
                     conn.close()
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                if MODE == "b1_slow" and alone:
-                    # Each token leaves at twice its time from the request's start: the
-                    # inner server runs ahead, so sleeping per gap would not double the total.
-                    now = time.perf_counter()
-                    time.sleep(max(0.0, start + 2 * (now - start) - now))
             self.wfile.write(line)
             self.wfile.flush()
             kept.append(line)
