@@ -1,0 +1,1 @@
+"""The model (``model.py``) and the request scheduler (``scheduler.py``): yours to change."""
