@@ -104,7 +104,9 @@ from judge import Metric, run_metric
 from runrecord import (
     JUDGED_FIELDS,
     LEGACY_AGENTS,
+    OPTIONAL_TABLES,
     PSEUDO_AGENTS,
+    SCHEMA,
     Judged,
     ModelCallFacts,
     Phase,
@@ -257,15 +259,19 @@ _SQL = {
             input, cache_read, cache_write, output, reasoning
         FROM model_calls ORDER BY id""",
 }
+
+
+def _read_columns(name: str) -> list[str]:
+    """The columns ``_SQL`` reads from a table, as a log made today has it (the schema is
+    ``runrecord.schema``'s: run on an empty copy, so no list of names is written twice)."""
+    with closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(SCHEMA)
+        return [d[0] for d in db.execute(_SQL[name].format(score="NULL")).description]
+
+
 # Tables an older event log may lack (written before the model proxy existed): read as empty,
-# with these columns.
-_OPTIONAL = {
-    "model_calls": _names(
-        "arm agent call_id method path status upstream_status error started_at first_byte_at "
-        "finished_at bytes_up bytes_down retry_after model input cache_read cache_write output "
-        "reasoning"
-    ),
-}
+# with the columns their read gives.
+_OPTIONAL = {name: _read_columns(name) for name in OPTIONAL_TABLES}
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

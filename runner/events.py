@@ -13,46 +13,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from runrecord import schema
 from sqlitewal import connect_wal
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS lifecycle (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
-    agent TEXT NOT NULL, event TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS submissions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
-    agent TEXT NOT NULL, request_id TEXT NOT NULL UNIQUE, commit_sha TEXT NOT NULL,
-    message TEXT NOT NULL DEFAULT '', job_id INTEGER
-);
-CREATE TABLE IF NOT EXISTS evaluations (
-    job_id INTEGER PRIMARY KEY, submission_id INTEGER, arm TEXT NOT NULL, agent TEXT NOT NULL,
-    commit_sha TEXT NOT NULL, verdict TEXT NOT NULL, reason TEXT NOT NULL, detail TEXT NOT NULL,
-    metrics TEXT NOT NULL, stages TEXT NOT NULL, flags TEXT NOT NULL, attempts INTEGER NOT NULL,
-    enqueued_at REAL NOT NULL, started_at REAL NOT NULL, finished_at REAL NOT NULL,
-    queue_wait_s REAL NOT NULL, settings_hash TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS messages (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
-    author TEXT NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL,
-    refs TEXT NOT NULL DEFAULT '{}', request_id TEXT
-);
-CREATE TABLE IF NOT EXISTS tokens (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
-    agent TEXT NOT NULL, model TEXT NOT NULL, input INTEGER NOT NULL, cache_read INTEGER NOT NULL,
-    cache_write INTEGER NOT NULL, output INTEGER NOT NULL, reasoning INTEGER NOT NULL,
-    cost_estimate REAL, source TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS model_calls (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, arm TEXT NOT NULL, agent TEXT NOT NULL,
-    method TEXT NOT NULL, path TEXT NOT NULL, status INTEGER NOT NULL, upstream_status INTEGER,
-    error TEXT NOT NULL, started_at REAL NOT NULL, first_byte_at REAL, finished_at REAL NOT NULL,
-    bytes_up INTEGER NOT NULL, bytes_down INTEGER NOT NULL, retry_after TEXT NOT NULL,
-    model TEXT NOT NULL DEFAULT '', input INTEGER, cache_read INTEGER, cache_write INTEGER,
-    output INTEGER, reasoning INTEGER
-);
-"""
+# The tables and their columns are the run record's (runrecord.schema, the one place the DDL
+# lives); analysis.tables reads what they say.
+SCHEMA = schema.SCHEMA
 
 
 def _rows(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
@@ -67,27 +33,8 @@ class EventLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.connect() as db:
-            db.executescript(SCHEMA)
-            columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
-            if "request_id" not in columns:  # a log written before messages had request ids
-                db.execute("ALTER TABLE messages ADD COLUMN request_id TEXT")
-            # A board post retried after a gateway crash is stored once (NULLs may repeat).
-            db.execute(
-                "CREATE UNIQUE INDEX IF NOT EXISTS messages_request ON messages (request_id)"
-            )
-            columns = {row[1] for row in db.execute("PRAGMA table_info(evaluations)")}
-            if "settings_hash" not in columns:  # the judge settings an evaluation was made under
-                db.execute(
-                    "ALTER TABLE evaluations ADD COLUMN settings_hash TEXT NOT NULL DEFAULT ''"
-                )
-            columns = {row[1] for row in db.execute("PRAGMA table_info(tokens)")}
-            if "requests" not in columns:  # distinct API calls the record counts (or NULL)
-                db.execute("ALTER TABLE tokens ADD COLUMN requests INTEGER")
-            columns = {row[1] for row in db.execute("PRAGMA table_info(model_calls)")}
-            if "model" not in columns:  # model calls recorded before their usage was read
-                db.execute("ALTER TABLE model_calls ADD COLUMN model TEXT NOT NULL DEFAULT ''")
-                for name in ("input", "cache_read", "cache_write", "output", "reasoning"):
-                    db.execute(f"ALTER TABLE model_calls ADD COLUMN {name} INTEGER")
+            # The tables, and the columns an older log lacks (a resumed run's log).
+            schema.upgrade(db)
 
     def connect(self) -> AbstractContextManager[sqlite3.Connection]:
         return connect_wal(self.path)
@@ -315,14 +262,7 @@ class EventLog:
 
     def table(self, name: str, where: str = "", args: tuple = ()) -> list[dict[str, Any]]:
         """All rows of one table (``where`` is a trusted SQL fragment with ``?`` args)."""
-        if name not in {
-            "lifecycle",
-            "submissions",
-            "evaluations",
-            "messages",
-            "tokens",
-            "model_calls",
-        }:
+        if name not in schema.event_tables():
             raise ValueError(f"no table {name!r}")
         with self.connect() as db:
             return _rows(db.execute(f"SELECT * FROM {name} {where} ORDER BY rowid", args))

@@ -55,7 +55,14 @@ from runrecord.relays import (
     start_commit,
     submission_parents,
 )
-from runrecord.schema import LATER_COLUMNS, SCHEMA, columns, event_tables, upgrade
+from runrecord.schema import (
+    LATER_COLUMNS,
+    OPTIONAL_TABLES,
+    SCHEMA,
+    columns,
+    event_tables,
+    upgrade,
+)
 from runrecord.seats import SeatRecord, arm_agent_kind, arm_scripted, run_config, seat_records
 
 __all__ = [
@@ -67,6 +74,7 @@ __all__ = [
     "LEGACY_AGENTS",
     "LEGACY_COLUMNS",
     "LEGACY_META",
+    "OPTIONAL_TABLES",
     "PSEUDO_AGENTS",
     "REJUDGE",
     "REJUDGING_AGENTS",

@@ -64,3 +64,45 @@ def test_an_older_runs_summary_columns_read_under_todays_names(run_factory):
         writer.writeheader()
         writer.writerows({back.get(k, k): v for k, v in r.items()} for r in rows.values())
     assert "rejudged_verdicts" in assert_summary_agrees_with_arms(run.path)
+
+
+def test_an_older_event_log_is_upgraded_to_the_schema(tmp_path):
+    # A log made before the later columns (and before the model proxy): the tables as they were.
+    import sqlite3
+
+    from runrecord import LATER_COLUMNS, columns, event_tables
+
+    path = tmp_path / "events.sqlite"
+    with sqlite3.connect(path) as db:
+        for table in event_tables():
+            later = {name for name, _ in LATER_COLUMNS.get(table, [])}
+            kept = [c for c in columns(table) if c not in later]
+            if table != "model_calls":
+                db.execute(f"CREATE TABLE {table} ({', '.join(kept)})")
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.close()
+    EventLog(path)
+    with sqlite3.connect(path) as db:
+        for table in event_tables():
+            got = tuple(row[1] for row in db.execute(f"PRAGMA table_info({table})"))
+            assert got == columns(table), table
+    db.close()
+    assert set(event_tables()) == {
+        "lifecycle", "submissions", "evaluations", "messages", "tokens", "model_calls"
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="no table"):
+        EventLog(path).table("meta")
+
+
+def test_the_analysis_reads_every_table_from_the_schema():
+    # Each of analysis.tables' SQL reads runs on a log made from runrecord's schema alone.
+    import sqlite3
+    from contextlib import closing
+
+    from analysis.tables import _SQL
+    from runrecord import SCHEMA
+
+    with closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(SCHEMA)
+        for sql in _SQL.values():
+            db.execute(sql.format(score="NULL", baseline_score="NULL")).fetchall()
