@@ -3,17 +3,25 @@ in ``server_stub.py``), set up, and candidates judged through the sidecar load g
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from judge import compose_judge_config
+from judge.config import SandboxConfig
+from judge.kinds.server_sidecar import LoadGen, ServerProcess
 from judge.private import setup
 from judge.queue import JudgeQueue
+from judge.sandbox import Sandbox
 from judge.service import run_until_done
 from judge.verdict import Verdict
+from tasks.schema import PROJECT_ROOT
+
+pytestmark = pytest.mark.docker
 
 STUB = Path(__file__).with_name("server_stub.py")
 
@@ -81,3 +89,118 @@ def git_commit(repo: Path, message: str) -> str:
         ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     )
     return out.stdout.strip()
+
+
+# Run inside the candidate's container: what of the sidecar can it see or reach?
+PROBE = """
+import json, os, socket
+seen = []
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            seen.append(open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace"))
+        except OSError:
+            pass
+name = "server" + "_load"  # not spelled whole: this script's own cmdline would match
+out = {"loadgen_visible": any(name in c for c in seen)}
+try:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect(("192.0.2.1", 9))
+    out["route_out"] = True
+except OSError:
+    out["route_out"] = False
+out["loadgen_file"] = os.path.exists("/opt/swarmlab-loadgen/" + name + ".py")
+print(json.dumps(out))
+"""
+
+
+def test_the_sidecar_reaches_the_server_and_nothing_else_is_shared(tmp_path, base_image):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copyfile(STUB, tree / "server.py")
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test-server", tag="sidecar")
+    try:
+        box = sandbox.container("candidate", tree)
+        argv = [sandbox.python, "-I", "-B", "server.py", "--port", "8000", "--step-ms", "1"]
+        server = ServerProcess(box, argv, {}, "stub")
+        loadgen = LoadGen(sandbox, box, "candidate")
+        ready = {"op": "ready", "host": "127.0.0.1", "port": 8000, "path": "/v1/models"}
+        assert loadgen.call({**ready, "timeout_s": 20}, timeout=40)["ok"]
+        reply = loadgen.call(
+            {
+                "op": "run",
+                "host": "127.0.0.1",
+                "port": 8000,
+                "path": "/v1/completions",
+                "model": "m",
+                "requests": [{"prompt": [1, 2, 3], "max_tokens": 5}] * 3,
+                "concurrency": 3,
+                "timeout_s": 20,
+            },
+            timeout=40,
+        )
+        assert [len(r["ids"]) for r in reply["results"]] == [5, 5, 5]
+        code, out = box.run([sandbox.python, "-I", "-c", PROBE], timeout=30)
+        assert code == 0, out
+        seen = json.loads(out.strip().splitlines()[-1])
+        assert seen == {"loadgen_visible": False, "route_out": False, "loadgen_file": False}
+        # The sidecar is a container of the evaluation: closed with the others.
+        assert loadgen.box in sandbox.containers
+        assert server.running()
+    finally:
+        sandbox.close()
+
+
+@pytest.fixture(scope="module")
+def stub_task(tmp_path_factory, judge_private_dir, base_image):
+    root = make_task(tmp_path_factory.mktemp("serve_stub"))
+    overrides = [f"task={root}", f"judge.private_dir={judge_private_dir}"]
+    cfg = compose_judge_config(overrides)
+    return overrides, cfg, setup(cfg)
+
+
+def test_a_serial_baseline_passes_and_concurrency_pays(stub_task, tmp_path):
+    _, cfg, home = stub_task
+    repo = tmp_path / "cand"
+    shutil.copytree(cfg.task.root + "/template", repo)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    base = git_commit(repo, "baseline")
+    server = repo / "stub" / "server.py"
+    server.write_text(server.read_text().replace("SERIAL = True", "SERIAL = False", 1))
+    fast = git_commit(repo, "serve requests concurrently")
+    frozen = repo / "frozen" / "README"
+    frozen.write_text("edited\n")
+    edited = git_commit(repo, "frozen zone edit")
+    queue = JudgeQueue(home.queue_path)
+    jobs = [
+        queue.enqueue(arm="a", agent="w", repo=str(repo), commit=c) for c in (base, fast, edited)
+    ]
+    same, faster, rejected = run_until_done(cfg, home, jobs)
+    assert (same.verdict, faster.verdict) == (Verdict.PASS, Verdict.PASS), (
+        same.detail,
+        faster.detail,
+    )
+    assert (rejected.verdict, rejected.reason) == (Verdict.REJECT, "frozen_zone")
+    assert faster.metric["name"] == "out_tok_s"
+    assert faster.metrics["score"] == faster.metrics["out_tok_s"]
+    # Sleeps, not CPU, bound the stub: four overlapping streams are several times one.
+    assert faster.metrics["x_baseline"] > same.metrics["x_baseline"]
+    for level in ("1", "4"):
+        numbers = faster.metrics["server"][level]
+        assert {"tok_s", "ttft_ms", "itl_ms", "requests_s", "x"} <= set(numbers)
+    assert faster.metrics["ttft_ms"] < faster.metrics["baseline_ttft_ms"]
+
+
+def test_generated_mutants_get_their_verdicts(stub_task):
+    overrides, _, home = stub_task
+    result = subprocess.run(
+        [sys.executable, "-m", "judge", "preflight", *overrides],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    record = json.loads((home.root / "preflight.json").read_text())
+    names = {row["mutant"] for row in record["rows"]}
+    assert {"gen_swap", "gen_truncate", "gen_cache", "gen_fake_usage", "gen_hang"} <= names
