@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS evaluations (
     commit_sha TEXT NOT NULL, verdict TEXT NOT NULL, reason TEXT NOT NULL, detail TEXT NOT NULL,
     metrics TEXT NOT NULL, stages TEXT NOT NULL, flags TEXT NOT NULL, attempts INTEGER NOT NULL,
     enqueued_at REAL NOT NULL, started_at REAL NOT NULL, finished_at REAL NOT NULL,
-    queue_wait_s REAL NOT NULL, settings_hash TEXT NOT NULL DEFAULT ''
+    queue_wait_s REAL NOT NULL, settings_hash TEXT NOT NULL DEFAULT '', duplicate_of INTEGER,
+    tree TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, arm TEXT NOT NULL,
@@ -54,8 +55,13 @@ CREATE TABLE IF NOT EXISTS model_calls (
 LATER_COLUMNS: dict[str, list[tuple[str, str]]] = {
     # A board post's request id: a retried post is stored once.
     "messages": [("request_id", "TEXT")],
-    # The judge settings an evaluation was made under.
-    "evaluations": [("settings_hash", "TEXT NOT NULL DEFAULT ''")],
+    # The judge settings an evaluation was made under; the earlier job whose evaluation of the
+    # same tree it reuses (judge.duplicates; NULL: judged itself) and that git tree id.
+    "evaluations": [
+        ("settings_hash", "TEXT NOT NULL DEFAULT ''"),
+        ("duplicate_of", "INTEGER"),
+        ("tree", "TEXT NOT NULL DEFAULT ''"),
+    ],
     # Distinct API calls a token record counts (or NULL).
     "tokens": [("requests", "INTEGER")],
     # The usage the vendor reported for a model call.
