@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 
+import pandas as pd
 import pytest
 
 from runner.events import EventLog
@@ -106,3 +107,22 @@ def test_the_analysis_reads_every_table_from_the_schema():
         db.executescript(SCHEMA)
         for sql in _SQL.values():
             db.execute(sql.format(score="NULL", baseline_score="NULL")).fetchall()
+
+
+def test_todays_and_older_rejudging_names_give_the_same_tables(run_factory):
+    from analysis.tables import load_run
+
+    older = load_run(run_factory("older", rechecks=True).path)
+    run = run_factory("today", rechecks=True)
+    with EventLog(run.path / "events.sqlite").connect() as db:
+        for table in ("evaluations", "submissions"):
+            db.execute(f"UPDATE {table} SET agent = 'rejudge' WHERE agent = 'confirm'")
+        db.execute("UPDATE meta SET key = 'rejudging_started_at' WHERE key = 'rechecks_started_at'")
+    today = load_run(run.path)
+    shared = [c for c in today.arms.columns if c != "run_id"]
+    pd.testing.assert_frame_equal(today.arms[shared], older.arms[shared])
+    assert (today.runs[0].rejudging_at, today.runs[0].run_seconds) == (
+        older.runs[0].rejudging_at,
+        older.runs[0].run_seconds,
+    )
+    assert set(today.evaluations["agent"]) == set(older.evaluations["agent"])
