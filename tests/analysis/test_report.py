@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 
 import analysis
-from analysis.report import _across_seeds, main, not_solid
+from analysis.report import main, not_solid
+from analysis.report.endpoint import endpoint_section
+from analysis.report.sweep_report import across_seeds
 from analysis.tables import build_tables
 from isolation.model_proxy import ModelCall
 from runner.events import EventLog
@@ -268,7 +270,7 @@ def test_across_seeds_without_the_sweep_module(sweep_dir, monkeypatch):
     monkeypatch.setitem(sys.modules, "analysis.sweep", None)
     monkeypatch.delattr(analysis, "sweep", raising=False)
     tables = build_tables(sweep_dir, git=False)
-    text = "\n".join(_across_seeds(tables, sweep_dir))
+    text = "\n".join(across_seeds(tables, sweep_dir))
     assert "`analysis.sweep` unavailable" in text
     assert "**swarm**: best tok/s over 2 seed(s): median 160.0" in text
     assert "**swarm vs solo**: cannot_tell." in text
@@ -358,9 +360,7 @@ def test_unrecorded_calls_make_the_counts_a_lower_bound(run_factory):
     proxy = {"network": "n", "calls": 12, "record_errors": ["OperationalError('locked')"]}
     EventLog(run.path / "events.sqlite").set_meta(proxy=proxy)
     tables = build_tables(run.path, git=False)
-    from analysis.report import _endpoint_section
-
-    text = "\n".join(_endpoint_section(tables, tables.runs[0]))
+    text = "\n".join(endpoint_section(tables, tables.runs[0]))
     assert "The proxy saw 12 call(s) and the log holds 9 (1 record error(s), the first" in text
     assert "lower bound" in text
 

@@ -1,0 +1,123 @@
+"""Building the report: tables, figures and ``report.md`` from a run or sweep directory, and the
+command line (``python -m analysis.report DIR``)."""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.figures import FigureResult, make_figures
+from analysis.report.ledger import ledger
+from analysis.report.run_report import run_report
+from analysis.report.sweep_report import sweep_report
+from analysis.tables import (
+    Tables,
+    build_tables,
+    is_run_dir,
+    is_sweep_dir,
+    write_table,
+    write_tables,
+)
+
+
+@dataclass
+class Report:
+    """What one build wrote."""
+
+    path: Path
+    tables: Tables
+    figures: list[FigureResult]
+    ledger: pd.DataFrame
+
+
+class MixedJudgeSettings(ValueError):
+    """A run's evaluations were judged under more than one judge setting, or under settings
+    other than the run's own: its numbers do not compare, so no report is made."""
+
+
+def judge_settings_problems(tables: Tables) -> list[str]:
+    """One line per run whose evaluations name more than one judge settings hash, or one other
+    than the run's own (``judge_settings_hash`` in its meta). Evaluations from a log made
+    before the hash was recorded (empty) say nothing either way."""
+    problems = []
+    for run in tables.runs:
+        ev = tables.evaluations
+        ev = ev[(ev["run_id"] == run.run_id) & (ev["settings_hash"] != "")]
+        counts = ev["settings_hash"].value_counts()
+        own = run.meta.get("judge_settings_hash")
+        foreign = [h for h in counts.index if own and h != own]
+        if len(counts) > 1 or foreign:
+            shown = ", ".join(f"{h}: {n}" for h, n in counts.items())
+            problems.append(
+                f"run {run.run_id}: its evaluations were judged under"
+                f" {len(counts)} judge setting(s) ({shown}; the run's own: {own or 'unknown'});"
+                " not mixing them in one report"
+            )
+    return problems
+
+
+def build_report(path: Path, out_dir: Path | None = None) -> Report:
+    """Rebuild tables, figures and ``report.md`` for a run or sweep directory.
+
+    Args:
+        path: A run directory or a sweep (Hydra multirun) directory.
+        out_dir: Where to write (default ``path/analysis``).
+
+    Returns:
+        What was written.
+
+    Raises:
+        FileNotFoundError: ``path`` is neither a run nor a sweep.
+        MixedJudgeSettings: a run's evaluations were judged under different judge settings.
+    """
+    path = Path(path)
+    out = Path(out_dir) if out_dir else path / "analysis"
+    tables = build_tables(path)
+    problems = judge_settings_problems(tables)
+    if problems:
+        raise MixedJudgeSettings("; ".join(problems))
+    led = ledger(tables)
+    write_tables(tables, out / "tables")
+    write_table(led, out / "tables", "dead_ends")
+    figures = make_figures(tables, out / "figures")
+    report = out / "report.md"
+    if is_run_dir(path):
+        text = run_report(tables, figures, led, report)
+    else:
+        text = sweep_report(tables, figures, led, report, path)
+    report.write_text(text)
+    return Report(path=report, tables=tables, figures=figures, ledger=led)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m analysis.report DIR [--out OUT]``; exit 0, or 2 on bad input."""
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.report",
+        description="Tables, figures and report.md from a run or sweep directory.",
+    )
+    parser.add_argument("dir", type=Path, help="a run directory or a sweep (multirun) directory")
+    parser.add_argument("--out", type=Path, help="write here instead of DIR/analysis")
+    args = parser.parse_args(argv)
+    if not (is_run_dir(args.dir) or is_sweep_dir(args.dir)):
+        print(
+            f"analysis.report: {args.dir} is neither a run directory (no SQLite events.sqlite) "
+            "nor a sweep directory (no job folders under a multirun.yaml)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        report = build_report(args.dir, args.out)
+    except (sqlite3.DatabaseError, FileNotFoundError, PermissionError) as exc:
+        print(f"analysis.report: {args.dir}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except MixedJudgeSettings as exc:
+        print(f"analysis.report: {args.dir}: {exc}", file=sys.stderr)
+        return 2
+    print(report.path)
+    return 0
