@@ -37,7 +37,7 @@ from judge import (
 from runner.events import EventLog
 from runner.gateway import Gateway, fair_key
 from runner.progress import Progress
-from runner.rejudge import CHAMPION, plan_rejudgements, queue_rejudgements
+from runner.rejudge import plan_rejudgements, queue_rejudgements
 from runner.seats import (
     MOVES_MOUNT,
     SeatProxy,
@@ -53,6 +53,7 @@ from runner.seats import (
 from runner.settings import settings_problems
 from runner.summary import format_summary, summarize, write_summary
 from runner.supervisor import Supervisor
+from runrecord import CHAMPION, REJUDGING_STARTED_AT, rejudging_started_at
 from tasks.schema import PROJECT_ROOT, task_root
 
 AGENTS_DIR = PROJECT_ROOT / "agents"
@@ -460,8 +461,8 @@ class Run:
         plan = plan_rejudgements(self.events, arms, confirm.runs, confirm.baseline_runs)
         if not plan:
             return
-        if not self.events.meta().get("rechecks_started_at"):
-            self.events.set_meta(rechecks_started_at=time.time())
+        if not rejudging_started_at(self.events.meta()):
+            self.events.set_meta(**{REJUDGING_STARTED_AT: time.time()})
         queue_rejudgements(self.events, queue, plan)
         say(
             f"re-judging each arm's best ({confirm.runs}x) and the starting commit"

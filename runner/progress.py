@@ -9,7 +9,8 @@ from typing import Any
 
 from judge import JudgeQueue, Metric, run_metric
 from runner.events import EventLog
-from runner.rejudge import CHAMPION, PSEUDO_AGENTS, best_pass
+from runner.rejudge import best_pass
+from runrecord import CHAMPION, PSEUDO_AGENTS, agent_name
 
 
 def arm_progress(evaluations: list[dict[str, Any]], arm: str, metric: Metric) -> str:
@@ -17,7 +18,9 @@ def arm_progress(evaluations: list[dict[str, Any]], arm: str, metric: Metric) ->
     (not the runner's re-measurements), the best PASS by the task's metric. A continuation's
     best says both ratios, over its starting champion re-measured in this run and over the
     task's baseline (``best 3.96x champion (5.59x baseline)``): a bare "4.04x" said neither."""
-    mine = [e for e in evaluations if e["arm"] == arm and e["agent"] not in PSEUDO_AGENTS]
+    mine = [
+        e for e in evaluations if e["arm"] == arm and agent_name(e["agent"]) not in PSEUDO_AGENTS
+    ]
     best = best_pass(evaluations, arm, metric)
     if best is None:
         return f"{len(mine)} evaluated, no PASS yet"

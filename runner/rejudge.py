@@ -4,17 +4,16 @@ An arm's best is the best of noisy measurements (on these VMs one evaluation's d
 throughput varies by ~20%), so the best number an arm saw is biased in its favour, the more so
 the more it submitted: a winner's curse that favours the arm with more evaluations. The runner
 therefore re-judges, after the agents have stopped and for every arm alike, the arm's best commit
-(pseudo-agent ``confirm``, the name runs record) and its starting commit (pseudo-agent
-``baseline``), interleaved across arms. The summary reports the median of the re-judgements of
-the best next to the raw best, and the
-spread of the starting commit's re-judgements is the judge's measured noise that the analysis
-uses as its tie rule. None of these evaluations counts as an agent's.
+(pseudo-agent ``rejudge``) and its starting commit (pseudo-agent ``baseline``), interleaved
+across arms. The summary reports the median of the best's re-judgements next to the raw best,
+and the spread of the starting commit's re-judgements is the judge's measured noise that the
+analysis uses as its tie rule. None of these evaluations counts as an agent's. The names are the
+run record's (``runrecord.names``).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,13 +21,18 @@ from isolation.workspace import ArmWorkspace
 from judge import JudgeQueue, Metric, run_metric
 from runner.events import EventLog
 from runner.gateway import fair_key
+from runrecord import BASELINE, LEGACY_META, PSEUDO_AGENTS, REJUDGE, agent_name
 
-# Pseudo-agents: evaluations the runner asks for, never an agent's work.
-CHAMPION = "champion"
-# The arm's best judged again (the name is on disk in every run: it stays).
-REJUDGE = "confirm"
-BASELINE = "baseline"
-PSEUDO_AGENTS = frozenset({CHAMPION, REJUDGE, BASELINE})
+# What a run whose re-judging began under the older names (its meta holds the legacy key)
+# keeps calling them when resumed, so that no round is queued twice under a second name.
+_LEGACY_REJUDGE = ("confirm", "recheck")
+
+
+def rejudging_names(meta: dict[str, Any]) -> tuple[str, str]:
+    """The pseudo-agent of an arm's best re-judged and the word of its request ids."""
+    if any(key in meta for key in LEGACY_META):
+        return _LEGACY_REJUDGE
+    return REJUDGE, "rejudge"
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class Rejudgement:
     repo: str
     commit: str
     round: int
+    # The submission's request id: what a resumed run finds its queued rounds by.
+    request_id: str
 
 
 def best_pass(evaluations: list[dict[str, Any]], arm: str, metric: Metric) -> dict[str, Any] | None:
@@ -47,7 +53,7 @@ def best_pass(evaluations: list[dict[str, Any]], arm: str, metric: Metric) -> di
     highest, or the lowest where ``metric`` is lower-is-better."""
     best, best_score = None, None
     for e in evaluations:
-        if e["arm"] != arm or e["agent"] in PSEUDO_AGENTS or e["verdict"] != "PASS":
+        if e["arm"] != arm or agent_name(e["agent"]) in PSEUDO_AGENTS or e["verdict"] != "PASS":
             continue
         score = metric.score(json.loads(e["metrics"]))
         if score is not None and (best_score is None or metric.better(score, best_score)):
@@ -63,19 +69,21 @@ def plan_rejudgements(
     meta = events.meta()
     metric = run_metric(meta)
     evaluations = events.table("evaluations")
+    best_agent, word = rejudging_names(meta)
     plan = []
     for r in range(max(runs, baseline_runs)):
         for arm in arms:
             best = best_pass(evaluations, arm.name, metric)
             if r < runs and best is not None:
-                plan.append(
-                    Rejudgement(arm.name, REJUDGE, str(arm.submissions), best["commit_sha"], r)
-                )
+                key = f"{arm.name}/{best_agent}/{word}-{r}"
+                repo = str(arm.submissions)
+                plan.append(Rejudgement(arm.name, best_agent, repo, best["commit_sha"], r, key))
             # The arm's starting point (the template, or a continuation's champion) is in its
             # origin; judged again and again it shows how far the same code's numbers spread.
             start = meta.get("start_commit")
             if r < baseline_runs and start:
-                plan.append(Rejudgement(arm.name, BASELINE, str(arm.origin), start, r))
+                key = f"{arm.name}/{BASELINE}/{word}-{r}"
+                plan.append(Rejudgement(arm.name, BASELINE, str(arm.origin), start, r, key))
     return plan
 
 
@@ -88,9 +96,7 @@ def queue_rejudgements(events: EventLog, queue: JudgeQueue, plan: list[Rejudgeme
         sid, job = events.add_submission(
             item.arm,
             item.agent,
-            # The request id is the key a resumed run finds its queued rounds by: kept as runs
-            # recorded it.
-            f"{item.arm}/{item.agent}/recheck-{item.round}",
+            item.request_id,
             item.commit,
             f"re-judged by the runner after the deadline ({item.agent}, round {item.round + 1})",
         )
@@ -107,35 +113,3 @@ def queue_rejudgements(events: EventLog, queue: JudgeQueue, plan: list[Rejudgeme
             events.set_job(sid, job)
             queued += 1
     return queued
-
-
-@dataclass(frozen=True)
-class Rejudged:
-    """What the re-judgements of one arm found."""
-
-    confirm_verdicts: str
-    confirmed_score: float | None
-    confirmed_x_baseline: float | None
-    baseline_x: list[float]
-
-
-def rejudged(evaluations: list[dict[str, Any]], arm: str, metric: Metric) -> Rejudged:
-    """The medians of the re-judgements of an arm's best (PASSes only) and of its start."""
-    confirms = [e for e in evaluations if e["arm"] == arm and e["agent"] == REJUDGE]
-    passed = [json.loads(e["metrics"]) for e in confirms if e["verdict"] == "PASS"]
-    scores = [v for v in map(metric.score, passed) if v is not None]
-    x = [m["x_baseline"] for m in passed if "x_baseline" in m]
-    baseline_x = [
-        json.loads(e["metrics"])["x_baseline"]
-        for e in evaluations
-        if e["arm"] == arm
-        and e["agent"] == BASELINE
-        and e["verdict"] == "PASS"
-        and "x_baseline" in json.loads(e["metrics"])
-    ]
-    return Rejudged(
-        confirm_verdicts=",".join(e["verdict"] for e in confirms),
-        confirmed_score=round(statistics.median(scores), 3) if scores else None,
-        confirmed_x_baseline=round(statistics.median(x), 4) if x else None,
-        baseline_x=baseline_x,
-    )

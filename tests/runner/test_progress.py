@@ -10,7 +10,7 @@ from judge.queue import JudgeQueue
 from judge.verdict import Evaluation, Verdict
 from runner.events import EventLog
 from runner.progress import Progress
-from runner.rejudge import CHAMPION
+from runrecord import CHAMPION
 
 BASELINE_SCORE = 100.0
 LATENCY = Metric("latency_ms", "ms", "p50 request latency", higher_is_better=False)
