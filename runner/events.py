@@ -93,8 +93,9 @@ class EventLog:
             cur = db.execute(
                 "INSERT OR IGNORE INTO evaluations (job_id, submission_id, arm, agent,"
                 " commit_sha, verdict, reason, detail, metrics, stages, flags, attempts,"
-                " enqueued_at, started_at, finished_at, queue_wait_s, settings_hash) VALUES"
-                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " enqueued_at, started_at, finished_at, queue_wait_s, settings_hash,"
+                " duplicate_of, tree) VALUES"
+                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     e.job_id,
                     submission_id,
@@ -113,6 +114,8 @@ class EventLog:
                     e.finished_at,
                     e.queue_wait_s,
                     getattr(e, "settings_hash", ""),
+                    getattr(e, "duplicate_of", None),
+                    getattr(e, "tree", ""),
                 ),
             )
             return cur.rowcount == 1

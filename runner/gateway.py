@@ -57,9 +57,13 @@ def board_line(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def verdict_line(submission: int | None, e: Evaluation | dict[str, Any]) -> dict[str, Any]:
+def verdict_line(
+    submission: int | None, e: Evaluation | dict[str, Any], earlier: int | None = None
+) -> dict[str, Any]:
     """The agent-safe part of an evaluation (an ``Evaluation`` or an ``evaluations`` row):
-    no stage timings, flags or queue details."""
+    no stage timings, flags or queue details. A duplicate (the judge reused the verdict of
+    the same tree judged before) carries ``duplicate_of``: ``earlier``, the arm's submission
+    that was judged, or None when that evaluation is not one of the arm's submissions."""
     if isinstance(e, Evaluation):
         commit, verdict, reason, detail, metrics = (
             e.commit,
@@ -68,10 +72,12 @@ def verdict_line(submission: int | None, e: Evaluation | dict[str, Any]) -> dict
             e.detail,
             e.metrics,
         )
+        duplicate = e.duplicate_of is not None
     else:
         commit, verdict, reason, detail = e["commit_sha"], e["verdict"], e["reason"], e["detail"]
         metrics = json.loads(e["metrics"])
-    return {
+        duplicate = e.get("duplicate_of") is not None
+    line = {
         "submission": submission,
         "commit": commit,
         "verdict": verdict,
@@ -79,6 +85,9 @@ def verdict_line(submission: int | None, e: Evaluation | dict[str, Any]) -> dict
         "detail": detail,
         "metrics": metrics,
     }
+    if duplicate:
+        line["duplicate_of"] = earlier
+    return line
 
 
 def _dumps(row: dict[str, Any]) -> str:
@@ -238,9 +247,17 @@ class Gateway:
                 # The runner's own jobs (the champion re-measured) have no agent to tell.
                 agent = arm.agents.get(row["agent"])
                 if agent is not None:
-                    _append(agent.verdicts_file, [verdict_line(row["id"], evaluation)])
+                    earlier = self._earlier(arm.name, evaluation.duplicate_of)
+                    _append(agent.verdicts_file, [verdict_line(row["id"], evaluation, earlier)])
                 delivered += 1
         return delivered
+
+    def _earlier(self, arm: str, job_id: int | None) -> int | None:
+        """The arm's submission judged as job ``job_id`` (what a duplicate reuses), if any."""
+        if job_id is None:
+            return None
+        rows = self.events.table("submissions", "WHERE job_id = ? AND arm = ?", (job_id, arm))
+        return rows[0]["id"] if rows else None
 
     # -- requests ------------------------------------------------------------------------
 
@@ -426,7 +443,13 @@ class Gateway:
                     "evaluations", "WHERE arm = ? AND agent = ?", (arm.name, agent.name)
                 )
                 mirror_jsonl(
-                    agent.verdicts_file, [verdict_line(r["submission_id"], r) for r in rows]
+                    agent.verdicts_file,
+                    [
+                        verdict_line(
+                            r["submission_id"], r, self._earlier(arm.name, r.get("duplicate_of"))
+                        )
+                        for r in rows
+                    ],
                 )
         unqueued = [s for s in self.events.unqueued_submissions() if s["arm"] in self.arms]
         if not unqueued:
