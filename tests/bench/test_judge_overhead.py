@@ -1,0 +1,54 @@
+"""bench/judge_overhead.py's report without the judge: the baseline's requests are counted
+apart from the candidate's and from the judge's own work."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from judge import Evaluation, Verdict
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "judge_overhead.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("judge_overhead", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _evaluation(label: str, split: bool = True) -> Evaluation:
+    # 20 s in all: timing 12 s wall of which 5 s candidate requests and 6 s baseline requests.
+    metrics = {"engine_s": 11.0, "stage_engine_s": {"timing": 11.0, "sandbox": 0.0}}
+    if split:
+        metrics.update(baseline_engine_s=6.0, stage_baseline_s={"timing": 6.0, "sandbox": 0.0})
+    return Evaluation(
+        job_id=1,
+        arm="bench",
+        agent="bench",
+        commit="c",
+        verdict=Verdict.PASS,
+        label=label,
+        metrics=metrics,
+        stages={"sandbox": 1.0, "timing": 12.0, "correctness:b2": 0.5, "total": 20.0},
+    )
+
+
+def test_the_baseline_is_its_own_column():
+    bench = _load()
+    assert bench.shares(_evaluation("baseline")) == (0.25, 0.3, 0.45)
+    lines = bench.report([_evaluation("baseline"), _evaluation("reference")])
+    timing = next(line for line in lines if line.startswith("timing"))
+    assert timing.split() == ["timing", "12.000", "5.000", "6.000", "1.000", "5.0%"]
+    assert not any(line.startswith("correctness:") for line in lines)
+    assert lines[-1] == (
+        "judge's own work / evaluation time: median 45.0% (goal < 10%);"
+        " the baseline's requests: median 30.0%"
+    )
+
+
+def test_an_older_judge_without_the_split_says_so():
+    lines = _load().report([_evaluation("baseline", split=False)])
+    assert lines[-1].endswith("(this judge does not record the baseline's requests apart)")
+    assert next(line for line in lines if line.startswith("timing")).split()[3] == "-"
