@@ -32,8 +32,9 @@ Tables and columns:
     at, t_s, model, input, cache_read, cache_write, output, reasoning, cost_estimate, source.
 ``lifecycle`` (by run_id, event_id): run_id, seed, arm, agent, role, agent_kind, scripted, event_id,
     at, t_s, event, reason, code, restarts, detail (JSON).
-``arms`` (by run_id, arm order of the run): run_id, seed, task, status, arm, agent_kind, scripted,
-    isolation, start, seats, workers, critics, budget_minutes, run_seconds (the agents' phase: run
+``arms`` (by run_id, arm order of the run; built by ``analysis.arms_table``): run_id, seed,
+    task, status, arm, agent_kind, scripted, isolation, start, seats, workers, critics,
+    budget_minutes, run_seconds (the agents' phase: run
     start to the runner's re-judging, else to ``ended_at``, else to the last event of an unfinished
     run), submissions, evaluations (the agents'), pass, wrong, reject, error, not_evaluated,
     metric, unit, best_score (the highest score, or the lowest for a lower-is-better metric),
@@ -99,31 +100,19 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from analysis import formulas
+from analysis.arms_table import ARMS_COLUMNS, arms_table
 from judge import Metric, run_metric
 from runrecord import (
-    JUDGED_FIELDS,
     LEGACY_AGENTS,
     OPTIONAL_TABLES,
     PSEUDO_AGENTS,
     SCHEMA,
-    Judged,
-    ModelCallFacts,
     Phase,
-    SeatOutage,
     SeatRecord,
-    Submitted,
     agent_kind_label,
     agents_phase,
-    arm_agent_kind,
-    arm_facts,
-    arm_scripted,
     busy_seconds,
     failed,
-    isolation_label,
-    judge_noise,
-    judged_rows,
-    model_call_facts,
     rejudging_started_at,
     run_config,
     seat_outages,
@@ -192,16 +181,7 @@ COLUMNS: dict[str, list[str]] = {
         "run_id seed arm agent role agent_kind scripted event_id at t_s event reason code "
         "restarts detail"
     ),
-    "arms": _names(
-        "run_id seed task status arm agent_kind scripted isolation start seats workers critics "
-        "budget_minutes run_seconds submissions evaluations pass wrong reject error "
-        "not_evaluated metric unit best_score best_x_baseline best_commit best_agent "
-        "time_to_best_s rejudged_score rejudged_x_baseline rejudged_verdicts judge_noise_x_sd "
-        "baseline_score judge_evaluations judge_seconds seconds_per_evaluation "
-        "full_evaluation_s judge_capacity judge_utilisation mean_queue_wait_s messages restarts "
-        "exits token_records output_tokens token_cost_per_gain relays model_calls "
-        "model_call_failures model_lost_s wire_output_tokens"
-    ),
+    "arms": ARMS_COLUMNS,  # analysis.arms_table builds it
     "model_calls": _names(
         "run_id seed arm agent role agent_kind scripted call_id method path status "
         "upstream_status error failed started_at first_byte_at finished_at t_start_s t_end_s "
@@ -687,158 +667,6 @@ def _model_calls(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     return df[COLUMNS["model_calls"]]
 
 
-def _median(values: pd.Series) -> float | None:
-    values = values.dropna()
-    return float(values.median()) if len(values) else None
-
-
-def _judged(ev: pd.DataFrame) -> list[Judged]:
-    """Rows of the ``evaluations`` table as the run record's facts read them."""
-    return judged_rows(ev[list(JUDGED_FIELDS)].itertuples(index=False, name=None))
-
-
-def _arms(
-    info: RunInfo,
-    evaluations: pd.DataFrame,
-    submissions: pd.DataFrame,
-    messages: pd.DataFrame,
-    tokens: pd.DataFrame,
-    lifecycle: pd.DataFrame,
-    relays: dict[str, int] | None,
-    outages: dict[tuple[str, str], SeatOutage] | None = None,
-    model_calls: pd.DataFrame | None = None,
-) -> pd.DataFrame:
-    metric = info.metric
-    baseline = _median(evaluations["baseline_score"])
-    calls = model_calls.to_dict("records") if model_calls is not None and outages else []
-    judged = _judged(evaluations)
-    # The judge's own noise: the start commit re-judged again and again, pooled over arms.
-    noise = judge_noise(judged)
-    arms_cfg = info.config.get("arms") or {}
-    # Grouped once per table, then looked up per arm: the arm count is tiny, the tables are not.
-    by_arm = {
-        name: dict(tuple(df.groupby("arm", sort=False)))
-        for name, df in (
-            ("submissions", submissions),
-            ("tokens", tokens),
-            ("lifecycle", lifecycle),
-        )
-    }
-    empty = {name: df.iloc[0:0] for name, df in (("tokens", tokens), ("lifecycle", lifecycle))}
-    judged_by_arm: dict[str, list[Judged]] = {}
-    for j in judged:
-        judged_by_arm.setdefault(j.arm, []).append(j)
-    message_counts = messages.groupby("arm", sort=False).size()
-    rows = []
-    for arm in info.arms:
-        sub = by_arm["submissions"].get(arm)
-        submitted = (
-            [
-                Submitted(str(agent), None if pd.isna(job) else int(job))
-                for agent, job in sub[["agent", "job_id"]].itertuples(index=False, name=None)
-            ]
-            if sub is not None
-            else []
-        )
-        tok = by_arm["tokens"].get(arm, empty["tokens"])
-        life = by_arm["lifecycle"].get(arm, empty["lifecycle"])
-        seats = [s for s in info.seats if s.arm == arm]
-        facts = arm_facts(arm, judged_by_arm.get(arm, []), submitted, info.phase, metric)
-        best = facts.best
-        run_seconds = info.run_seconds
-        judge_n = facts.judge_evaluations
-        per_eval = facts.judge_seconds / judge_n if judge_n else None
-        capacity = utilisation = None
-        if per_eval and run_seconds > 0:
-            capacity = formulas.judge_capacity(run_seconds, per_eval)
-            utilisation = formulas.judge_utilisation(judge_n, per_eval, run_seconds)
-        output_tokens = int(tok["output"].sum()) if len(tok) else None
-        cost = None
-        if output_tokens is not None and facts.best_score is not None and baseline is not None:
-            # The formula's gain is best - baseline: for a lower-is-better metric, the reverse.
-            ends = (facts.best_score, baseline)
-            cost = formulas.token_cost_per_gain(
-                output_tokens, *(ends if metric.higher_is_better else ends[::-1])
-            )
-        endpoint: ModelCallFacts | None = (
-            model_call_facts(arm, outages, calls) if outages is not None else None
-        )
-        rows.append(
-            {
-                "run_id": info.run_id,
-                "seed": info.seed,
-                "task": info.task,
-                "status": info.status,
-                "arm": arm,
-                "agent_kind": arm_agent_kind(seats, info.agent_kind),
-                "scripted": arm_scripted(seats, info.scripted),
-                "isolation": isolation_label(info.isolation),
-                "start": str((arms_cfg.get(arm) or {}).get("start") or "master"),
-                "seats": len(seats),
-                "workers": sum(s.role == "worker" for s in seats),
-                "critics": sum(s.role == "critic" for s in seats),
-                "budget_minutes": info.budget_minutes,
-                "run_seconds": run_seconds,
-                "submissions": facts.submissions,
-                "evaluations": facts.evaluations,
-                "pass": facts.pass_,
-                "wrong": facts.wrong,
-                "reject": facts.reject,
-                "error": facts.error,
-                "not_evaluated": facts.not_evaluated,
-                "metric": metric.name,
-                "unit": metric.unit,
-                "best_score": facts.best_score,
-                "best_x_baseline": facts.best_x_baseline,
-                "best_commit": best.commit if best is not None else None,
-                "best_agent": best.agent if best is not None else None,
-                "time_to_best_s": facts.time_to_best_s,
-                "rejudged_score": facts.rejudged_score,
-                "rejudged_x_baseline": facts.rejudged_x_baseline,
-                "rejudged_verdicts": facts.rejudged_verdicts,
-                "judge_noise_x_sd": noise,
-                "baseline_score": baseline,
-                "judge_evaluations": facts.judge_evaluations,
-                "judge_seconds": facts.judge_seconds,
-                "seconds_per_evaluation": per_eval,
-                "full_evaluation_s": facts.full_evaluation_s,
-                "judge_capacity": capacity,
-                "judge_utilisation": utilisation,
-                "mean_queue_wait_s": facts.mean_queue_wait_s,
-                "messages": int(message_counts.get(arm, 0)),
-                "restarts": int((life["event"] == "restarted").sum()),
-                "exits": int((life["event"] == "exited").sum()),
-                "token_records": len(tok),
-                "output_tokens": output_tokens,
-                "token_cost_per_gain": cost,
-                "relays": (relays or {}).get(arm) if relays is not None else None,
-                "model_calls": endpoint.calls if endpoint else None,
-                "model_call_failures": endpoint.failures if endpoint else None,
-                "model_lost_s": endpoint.lost_s if endpoint else None,
-                "wire_output_tokens": endpoint.wire_output_tokens if endpoint else None,
-            }
-        )
-    df = pd.DataFrame(rows, columns=COLUMNS["arms"])
-    for col in (
-        "seed",
-        "output_tokens",
-        "relays",
-        "model_calls",
-        "model_call_failures",
-        "wire_output_tokens",
-    ):
-        df[col] = df[col].astype("Int64")
-    floats = _names(
-        "best_score best_x_baseline time_to_best_s baseline_score rejudged_score "
-        "rejudged_x_baseline judge_noise_x_sd seconds_per_evaluation full_evaluation_s "
-        "judge_capacity judge_utilisation mean_queue_wait_s token_cost_per_gain budget_minutes "
-        "model_lost_s judge_seconds"
-    )
-    for col in floats:
-        df[col] = df[col].astype(float)
-    return df
-
-
 def load_run(run_dir: Path, *, git: bool = True) -> Tables:
     """Build the seven tables of one run from its directory alone.
 
@@ -882,7 +710,7 @@ def load_run(run_dir: Path, *, git: bool = True) -> Tables:
             kinds.get(key, "unknown")
             for key in zip(edges["arm"], edges[f"{side}_agent"], strict=True)
         ]
-    arms = _arms(
+    arms = arms_table(
         info, evaluations, submissions, messages, tokens, lifecycle, relays, outages, model_calls
     )
     return Tables(

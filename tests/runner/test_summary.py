@@ -6,7 +6,7 @@ import csv
 import subprocess
 import time
 
-from judge.verdict import Evaluation, Verdict
+from judge import Evaluation, Verdict
 from runner.events import EventLog
 from runner.summary import summarize, write_summary
 from runrecord import CommitGraph, relay_pairs
