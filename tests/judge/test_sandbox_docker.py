@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -129,5 +130,40 @@ def test_engine_prints_cannot_corrupt_the_protocol_and_garbage_is_named(tmp_path
         with pytest.raises(EngineFailure) as caught:
             silent.request({"op": "load"}, 1.0)
         assert caught.value.kind == "timeout"
+    finally:
+        sandbox.close()
+
+
+@pytest.mark.parametrize("freezer", ["auto", "api"])
+def test_frozen_freezes_every_process_and_thaws_them(tmp_path, freezer):
+    tree = _tree(tmp_path, GARBAGE)
+    sandbox = Sandbox(
+        SandboxConfig(), "cpu", owner="test", tag=f"freeze-{freezer}", freezer=freezer
+    )
+    try:
+        box = sandbox.container("candidate", tree)
+        engine = box.engine(sandbox.serve_argv(SERVE), "e")
+        engine.request({"op": "load"}, 30)  # the exec fully started before any freeze
+
+        def state() -> str:
+            if box._freezer_file is None:
+                paused = box.client.api.inspect_container(box.id)["State"]["Paused"]
+                return "frozen" if paused else "thawed"
+            _, _, _, events, frozen = box._freezer_file
+            return "frozen" if frozen in events.read_text().split("\n") else "thawed"
+
+        pairs, start = 10, time.perf_counter()
+        for _ in range(pairs):
+            with box.frozen():
+                assert box.paused and state() == "frozen"
+            assert not box.paused and state() == "thawed"
+        per_pair_ms = (time.perf_counter() - start) / pairs * 1000
+        how = "api" if box._freezer_file is None else str(box._freezer_file[0])
+        print(f"freezer={freezer} ({how}): {per_pair_ms:.1f} ms per freeze/thaw pair")
+        if freezer == "api":
+            assert box._freezer_file is None
+        engine.request({"op": "prefill", "prompts": [[1, 2]]}, 10)  # it runs after the thaw
+        reply, _ = engine.request({"op": "decode", "steps": 2}, 10)
+        assert reply["tokens"].tolist() == [[1, 1]]
     finally:
         sandbox.close()
