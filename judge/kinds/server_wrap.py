@@ -174,12 +174,18 @@ class Proxy(BaseHTTPRequestHandler):
             STATE["cache"][key] = kept
 
 
+class Server(ThreadingHTTPServer):
+    # listen()'s backlog (default 5) is read at construction: 16 requests arriving at once
+    # overflowed it and a connection was reset (read by the judge as a crash).
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 def main():
     start_checks()
     env = dict(os.environ, SWARMLAB_SERVER_PORT=str(INNER))
     child = subprocess.Popen(child_argv(), env=env)
-    server = ThreadingHTTPServer((HOST, PORT), Proxy)
-    server.daemon_threads = True
+    server = Server((HOST, PORT), Proxy)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     sys.exit(child.wait())
 

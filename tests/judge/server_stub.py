@@ -98,6 +98,7 @@ def main():
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
 
+    ThreadingHTTPServer.request_queue_size = 1024  # a burst of connects is not reset
     server = ThreadingHTTPServer((opts.host, opts.port), Handler)
     server.daemon_threads = True
     print(f"stub serving on {server.server_address}", flush=True)
