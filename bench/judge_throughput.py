@@ -266,8 +266,7 @@ def run_round(
     side.wall_s += time.perf_counter() - start
     side.results.append(evaluations)
     for item, e in zip(items, evaluations, strict=True):
-        dup = f" (duplicate of job {e.duplicate_of})" if getattr(e, "duplicate_of", None) else ""
-        progress(f"  {side.name:>6} {item.label:<20} {describe(e)}{dup}")
+        progress(f"  {side.name:>6} {item.label:<20} {describe(e)}")
 
 
 def verdict_text(e: Evaluation) -> str:
