@@ -5,8 +5,9 @@
 Judges the unmodified baseline and the reference solution, alternately, ``runs`` times each,
 under the default judge settings, and prints per stage: wall seconds, seconds inside the
 candidate's protocol requests, seconds inside the baseline's (the reference runs every
-comparison needs, its load included), and the judge's own work: the rest (containers,
-freezing, checkout, integrity, build, spawns). Then, per submission, the three shares of the
+comparison needs, its load included; with the staged pipeline, also its stage "baseline": the
+warm container and a fresh engine), and the judge's own work: the rest (containers, freezing,
+checkout, integrity, build, spawns). Then, per submission, the three shares of the
 whole evaluation. The candidate's requests are the part no judge can save; the judge's own work
 has a goal of under 10%. Ratios come from this one run; the machine is noisy.
 
@@ -35,11 +36,28 @@ if TYPE_CHECKING:
     from judge import Evaluation
 
 
+# Stages that only serve the baseline (the staged pipeline's: its warm container and a fresh
+# engine's load): their whole wall time is the baseline's. The naive pipeline starts both
+# containers at once in "sandbox" (the judge's column), the baseline's load counted as its request.
+BASELINE_STAGES = ("baseline",)
+
+
+def _baseline_s(e: Evaluation, stage: str, wall: float) -> float:
+    """Seconds of ``stage`` that are the baseline's: its requests, or all of a baseline stage."""
+    requests = e.metrics.get("stage_baseline_s", {}).get(stage, 0.0)
+    return wall if stage in BASELINE_STAGES else requests
+
+
 def shares(e: Evaluation) -> tuple[float, float, float]:
-    """Fractions of ``e``'s wall time: (the candidate's requests, the baseline's, the rest)."""
+    """Fractions of ``e``'s wall time: (the candidate's requests, the baseline's requests and
+    stages, the judge's own work: the rest)."""
     total = e.stages["total"]
-    base = e.metrics.get("baseline_engine_s", 0.0)
-    cand = e.metrics["engine_s"] - base
+    requests = e.metrics.get("baseline_engine_s", 0.0)
+    cand = e.metrics["engine_s"] - requests
+    base = requests + sum(
+        e.stages.get(name, 0.0) - e.metrics.get("stage_baseline_s", {}).get(name, 0.0)
+        for name in BASELINE_STAGES
+    )
     return cand / total, base / total, (total - cand - base) / total
 
 
@@ -54,8 +72,8 @@ def report(evaluations: list[Evaluation]) -> list[str]:
         for name, seconds in e.stages.items():
             if name == "total" or ":" in name:
                 continue
-            base = baseline.get(name, 0.0)
-            cand = engine.get(name, 0.0) - base
+            cand = engine.get(name, 0.0) - baseline.get(name, 0.0)
+            base = _baseline_s(e, name, seconds)
             stages.setdefault(name, []).append(
                 (seconds, cand, base, (seconds - cand - base) / total)
             )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from judge import Evaluation, Verdict
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "judge_overhead.py"
@@ -52,3 +54,17 @@ def test_an_older_judge_without_the_split_says_so():
     lines = _load().report([_evaluation("baseline", split=False)])
     assert lines[-1].endswith("(this judge does not record the baseline's requests apart)")
     assert next(line for line in lines if line.startswith("timing")).split()[3] == "-"
+
+
+def test_a_baseline_stage_is_all_the_baselines():
+    bench = _load()
+    e = _evaluation("baseline")
+    # The staged pipeline's warm container and engine load: 2 s, 0.5 s of it the load request.
+    e.stages["baseline"] = 2.0
+    e.metrics["stage_engine_s"]["baseline"] = 0.5
+    e.metrics["stage_baseline_s"]["baseline"] = 0.5
+    e.metrics["engine_s"] += 0.5
+    e.metrics["baseline_engine_s"] += 0.5
+    assert bench.shares(e) == (0.25, 0.4, pytest.approx(0.35))
+    row = next(line for line in bench.report([e]) if line.startswith("baseline "))
+    assert row.split() == ["baseline", "2.000", "0.000", "2.000", "0.000", "0.0%"]
