@@ -446,7 +446,7 @@ PAD_TO_16: list[Edit] = [
     )
 ]
 
-# Waits for companions before every step while the batch is small: more rows per step under
+# Waits 10 ms for companions before every step while the batch is small: more rows per step under
 # load, a sleep per token for a lone request.
 BATCH_WINDOW: list[Edit] = [
     (
@@ -458,8 +458,8 @@ BATCH_WINDOW: list[Edit] = [
         """            rows, tokens = self._emit(rows)
             if not rows:
                 continue
-            if len(rows) < 4:  # a small batch: give other requests 2 ms to join
-                time.sleep(0.002)
+            if len(rows) < 4:  # a small batch: give other requests 10 ms to join
+                time.sleep(0.010)
 """,
     ),
     (SCHED, "import threading\n", "import threading\nimport time\n"),
@@ -595,7 +595,7 @@ MOVES: list[Move] = [
         "batch_window",
         "batching",
         "wrong",
-        "while the batch holds fewer than 4 requests, wait 2 ms per step for others to join: a lone request sleeps at every token",
+        "while the batch holds fewer than 4 requests, wait 10 ms per step for others to join: a lone request sleeps at every token",
         BATCH_WINDOW,
         requires=("continuous_batching",),
         reason="b1_regression",
