@@ -230,17 +230,20 @@ class _ServerRun:
                 + (f"\n{said}" if said else ""),
             )
 
-    def run_timeout(self, requests: int, concurrency: int) -> float:
-        """The limit of one run: ``timeout_factor`` times the baseline's set-up time for such a
-        run (the larger of the headline shape's and ``rounds`` single streams in a row)."""
-        refs = self.home.references
-        timing, b1 = refs.get("shape:timing"), refs.get("shape:b1")
-        waves = -(-requests // max(1, concurrency))
-        guess = max(
-            timing.decode_s * waves if timing is not None else 0.0,
-            b1.decode_s * requests if b1 is not None else 0.0,
+    def run_timeout(self, s: InputSet) -> float:
+        """The limit of one run of ``s``: ``timeout_factor`` times the baseline's set-up wall
+        time for that set (a stored set) or for the stored set of its shape (``shape:b1`` for
+        a lone request, else ``shape:timing``), scaled up to ``s``'s tokens and requests as if
+        served one at a time, plus ``timeout_floor_s``."""
+        refs, inputs = self.home.references, self.home.inputs
+        name = s.name if s.name in refs else ("shape:b1" if s.batch == 1 else "shape:timing")
+        ref, like = refs.get(name), inputs.get(name)
+        if ref is None or like is None:  # a home made without the shapes: the floor's worth
+            return self.judge.timeout_factor * 60.0 + self.judge.timeout_floor_s
+        scale = max(1.0, s.new_tokens / max(1, like.new_tokens)) * max(
+            1.0, s.batch / max(1, like.batch)
         )
-        return self.judge.timeout_factor * guess + self.judge.timeout_floor_s
+        return self.judge.timeout_factor * ref.decode_s * scale + self.judge.timeout_floor_s
 
     def load(
         self, side: Side, s: InputSet, concurrency: int, context: str, margins: bool = False
@@ -250,7 +253,7 @@ class _ServerRun:
         candidate = side is self.cand
         if candidate:
             self.hidden_sent = True
-        timeout = self.run_timeout(s.batch, concurrency)
+        timeout = self.run_timeout(s)
         command = {
             "op": "run",
             "host": HOST,

@@ -39,9 +39,9 @@ cases:
   - {{name: b1, batch: 1, prompt_len: [4, 12], new_tokens: 8}}
   - {{name: b4, batch: 4, prompt_len: [4, 12], new_tokens: 8}}
 timing: {{batch: 4, new_tokens: 16, runs: 3, prompt_len: [4, 12]}}
-b1: {{pairs: 5, max_pairs: 5, new_tokens: 16, prompt_len: [4, 12]}}
+b1: {{pairs: 9, max_pairs: 15, new_tokens: 16, prompt_len: [4, 12]}}
 alternating: {{rounds: 0}}
-spec: {{target_x_baseline: 2.0, b1_max_regression: 0.5}}
+spec: {{target_x_baseline: 2.0, b1_max_regression: 0.3}}
 server: {{model: stub, ready_timeout_s: 20, concurrency: [1, 4]}}
 """
 
@@ -56,7 +56,7 @@ def make_prompts(seed, batch, prompt_len, vocab):
 """
 
 
-def make_task(root: Path, name: str = "serve_stub", step_ms: float = 4.0) -> Path:
+def make_task(root: Path, name: str = "serve_stub", step_ms: float = 10.0) -> Path:
     """A server task folder whose baseline serves one request at a time."""
     (root / "template" / "stub").mkdir(parents=True, exist_ok=True)
     (root / "template" / "frozen").mkdir(exist_ok=True)
