@@ -106,6 +106,9 @@ class LoadGen:
             environment={},
         )
         try:
+            # A sidecar left by a killed attempt of the same job (same name) goes first.
+            for old in sandbox.client.containers.list(all=True, filters={"name": options["name"]}):
+                old.remove(force=True)
             created = sandbox.client.containers.run(sandbox.image, ["sleep", "infinity"], **options)
         except docker.errors.DockerException as exc:
             raise InfrastructureFault(f"could not start the {role} load generator: {exc}") from exc
