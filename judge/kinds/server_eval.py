@@ -645,21 +645,30 @@ def baseline_references(
             build_baseline(sandbox, box, list(task.build), judge.build_timeout_s)
         server = ServerProcess(box, serve_argv(sandbox, list(task.serve)), SERVER_ENV, "setup")
         loadgen = LoadGen(sandbox, box, "setup")
-        ready = loadgen.call(
-            {
-                "op": "ready",
-                "host": HOST,
-                "port": PORT,
-                "path": str(task.server.ready_path),
-                "timeout_s": float(task.server.ready_timeout_s),
-            },
-            timeout=float(task.server.ready_timeout_s) + 30,
-        )
-        if not ready.get("ok"):
-            raise BaselineBuildFailed(
-                f"the baseline server never answered GET {task.server.ready_path}"
-                f" ({server.output_tail[-300:]!r}): fix task.yaml's serve or the template"
+        limit = float(task.server.ready_timeout_s)
+        deadline = time.perf_counter() + limit
+        while True:  # in slices: a server that exits is said at once, not after the limit
+            left = deadline - time.perf_counter()
+            ready = loadgen.call(
+                {
+                    "op": "ready",
+                    "host": HOST,
+                    "port": PORT,
+                    "path": str(task.server.ready_path),
+                    "timeout_s": max(0.05, min(1.0, left)),
+                },
+                timeout=30.0,
             )
+            alive = server.running()
+            if ready.get("ok"):
+                break
+            if not alive or time.perf_counter() >= deadline:
+                said = " | ".join(server.output_tail.strip().splitlines()[-3:])
+                what = "exited" if not alive else f"did not answer within {limit:.0f} s"
+                raise BaselineBuildFailed(
+                    f"the baseline server {what} (GET {task.server.ready_path}):"
+                    f" {said or 'no output'} — fix task.yaml's serve or the template"
+                )
         path = ENDPOINTS.get(str(task.server.endpoint), "/v1/completions")
         for i, s in enumerate(sets):
             reply = loadgen.call(

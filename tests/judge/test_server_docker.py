@@ -204,3 +204,21 @@ def test_generated_mutants_get_their_verdicts(stub_task):
     record = json.loads((home.root / "preflight.json").read_text())
     names = {row["mutant"] for row in record["rows"]}
     assert {"gen_swap", "gen_truncate", "gen_cache", "gen_fake_usage", "gen_hang"} <= names
+
+
+def test_a_baseline_server_that_exits_is_one_line_at_setup(tmp_path, base_image):
+    root = make_task(tmp_path / "broken", name="serve_broken")
+    (root / "template" / "stub" / "server.py").write_text("raise SystemExit('no model here')\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "judge", "setup", f"task={root}",
+         f"judge.private_dir={tmp_path / 'judge'}"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    # Set-up's progress lines, then one line saying what is wrong.
+    last = result.stderr.strip().splitlines()[-1]
+    assert "baseline server exited" in last and "no model here" in last, result.stderr
+    assert not list((tmp_path / "judge").glob("*/hidden/sets-*/references.npz"))
