@@ -20,7 +20,6 @@ import socket
 import threading
 import time
 from contextlib import suppress
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +155,3 @@ class LoadGen:
             self._stream.sock.close()
         with suppress(Exception):
             self._raw.close()
-
-
-def with_env(box: SandboxContainer, env: dict[str, str]) -> SandboxContainer:
-    """``box`` with ``env`` added to what its commands get (the same container)."""
-    return replace(box, env={**box.env, **env}, processes=[])
