@@ -455,21 +455,21 @@ class Run:
         self, gateway: Gateway, queue: JudgeQueue, link: JudgeService, arms: list[ArmWorkspace]
     ) -> None:
         """Judge each arm's best and its starting commit again, all arms alike."""
-        confirm = self.cfg.confirm
+        rejudging = self.cfg.confirm  # the config key older runs saved
         if self.stopping:  # Ctrl-C before the phase began: nothing is queued for it
             return
-        plan = plan_rejudgements(self.events, arms, confirm.runs, confirm.baseline_runs)
+        plan = plan_rejudgements(self.events, arms, rejudging.runs, rejudging.baseline_runs)
         if not plan:
             return
         if not rejudging_started_at(self.events.meta()):
             self.events.set_meta(**{REJUDGING_STARTED_AT: time.time()})
         queue_rejudgements(self.events, queue, plan)
         say(
-            f"re-judging each arm's best ({confirm.runs}x) and the starting commit"
-            f" ({confirm.baseline_runs}x): {len(plan)} evaluations,"
-            f" at most {confirm.max_minutes:g} min"
+            f"re-judging each arm's best ({rejudging.runs}x) and the starting commit"
+            f" ({rejudging.baseline_runs}x): {len(plan)} evaluations,"
+            f" at most {rejudging.max_minutes:g} min"
         )
-        limit = time.time() + 60 * confirm.max_minutes
+        limit = time.time() + 60 * rejudging.max_minutes
         while self.events.pending_jobs() and time.time() < limit and not self.stopping:
             link.ensure_running()
             gateway.poll()
