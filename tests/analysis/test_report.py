@@ -276,7 +276,7 @@ def test_across_seeds_without_the_sweep_module(sweep_dir, monkeypatch):
     assert "**swarm vs solo**: cannot_tell." in text
 
 
-def test_rechecks_give_the_noise_yardstick_and_the_honest_best(run_factory):
+def test_rejudging_gives_the_noise_yardstick_and_the_honest_best(run_factory):
     tables = build_tables(run_factory(rechecks=True).path)
     solid = "\n".join(not_solid(tables, tables.runs[0]))
     assert "the start commit re-judged gives σ = 0.033× the baseline" in solid
