@@ -15,14 +15,17 @@ import math
 import secrets
 import shutil
 import statistics
+import threading
 import time
 import traceback
 import weakref
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -208,14 +211,46 @@ class Evaluator:
         self.cfg = cfg
         self.home = home
         self.warm = WarmBaseline(cfg, home)
-        self._finalizer = weakref.finalize(self, self.warm.close)
+        # The previous evaluation's teardown (staged), left running beside the next one's
+        # untimed start; in a list the finalizer shares without holding the evaluator.
+        self.pending: list[threading.Thread] = []
+        self._finalizer = weakref.finalize(self, _close_all, self.warm, self.pending)
 
     def evaluate(self, job: Job) -> Evaluation:
         return _Run(self, job).execute()
 
+    def defer(self, work: Callable[[], None]) -> None:
+        """Run ``work`` (a teardown) in the background until :meth:`settle`."""
+        self.settle()
+        thread = threading.Thread(target=work, name="judge-teardown", daemon=True)
+        thread.start()
+        self.pending.append(thread)
+
+    def settle(self) -> None:
+        """Wait for the deferred teardown: called before anything timed runs."""
+        while self.pending:
+            self.pending.pop().join()
+
     def close(self) -> None:
-        """Remove the warm baseline container, if any."""
-        self.warm.close()
+        """Finish the deferred teardown and remove the warm baseline container, if any."""
+        _close_all(self.warm, self.pending)
+
+
+def _close_all(warm: WarmBaseline, pending: list[threading.Thread]) -> None:
+    while pending:
+        thread = pending.pop()
+        if thread is not threading.current_thread():
+            thread.join()
+    warm.close()
+
+
+def _teardown(sandbox: Sandbox | None, tree: Path) -> None:
+    """Remove an evaluation's candidate container (naive: both) and its tree. A function of
+    its own: a deferred teardown must hold nothing of the evaluator (whose collection, were it
+    the last holder, would run the finalizer in this very thread)."""
+    if sandbox is not None:
+        sandbox.close()
+    shutil.rmtree(tree, ignore_errors=True)
 
 
 class _Run:
@@ -243,6 +278,7 @@ class _Run:
         self.base_engine: EngineProcess | None = None
         self.base_serve: list[str] = []
         self.warm_used = False  # self.base is the evaluator's warm container (staged pipeline)
+        self.staged = getattr(self.judge, "pipeline", "staged") != "naive"
         self.workdir = self.home.evals / f"{job.id}-{job.attempts}"
         # Timing, B=1, re-check and transition-order draws come from this seed, new for every
         # evaluation (kept in the private log so an operator can replay them): no prompt that
@@ -559,13 +595,16 @@ class _Run:
                 evaluation.detail += f": {exc}"
         finally:
             with self.stage("teardown"):
-                if self.sandbox is not None:
-                    self.sandbox.close()
                 if self.warm_used:
                     self.evaluator.warm.release()
                     if evaluation.verdict is Verdict.ERROR:  # whatever broke starts afresh
                         self.evaluator.warm.close()
-                shutil.rmtree(self.workdir / "tree", ignore_errors=True)
+                if self.staged:
+                    # The candidate's container goes while the next job's checkout, integrity,
+                    # container start and build run (all untimed): that job settles it first.
+                    self.evaluator.defer(partial(_teardown, self.sandbox, self.workdir / "tree"))
+                else:
+                    _teardown(self.sandbox, self.workdir / "tree")
         total = time.perf_counter() - total_start
         self.stages["total"] = round(total, 4)
         self.metrics["engine_s"] = round(self.engine_s, 4)
@@ -589,10 +628,10 @@ class _Run:
         (self.workdir / "log.json").write_text(json.dumps(record, indent=1, default=str))
 
     def pipeline(self) -> None:
-        if getattr(self.judge, "pipeline", "staged") == "naive":
-            self.naive_pipeline()
-        else:
+        if self.staged:
             self.staged_pipeline()
+        else:
+            self.naive_pipeline()
 
     def naive_pipeline(self) -> None:
         """The original order (``judge.pipeline=naive``, kept for bench/judge_throughput.py):
@@ -700,6 +739,7 @@ class _Run:
             with self.stage("build"):
                 self.build_candidate()
         with self.stage("load"):
+            self.evaluator.settle()  # the last candidate's container is gone before any timing
             batched = self.cand.engine(cand_serve, "batched")
             self.call(batched, {"op": "load"}, judge.load_timeout_s, "load")
         first = self.sanity_case()
@@ -709,16 +749,21 @@ class _Run:
             early = self.run_set(batched, set_name, context)
             self.verify(set_name, early.tokens, "mismatch", context)
             early_s = time.perf_counter() - start
-        with self.stage("alternating"):
-            self.alternating(cand_serve)
         with self.stage("baseline"):
             self.warm_used = True
             self.base = self.evaluator.warm.container(self.cand)
             with self.cand.frozen():
                 self.base_engine = self.base.engine(serve, "baseline")
                 self.base_call({"op": "load"}, judge.load_timeout_s)
+        # The smallest set's prefill cap before the transitions: their timeouts come from the
+        # stored baseline times, and a prefill doing the decode's work (too slow for the cap)
+        # would otherwise time out there first, a verdict the naive order never gives.
         with self.stage("correctness"):
-            self.correctness(batched, early={first.name: (early, early_s)})
+            self.correctness(batched, early={first.name: (early, early_s)}, only=[first.name])
+        with self.stage("alternating"):
+            self.alternating(cand_serve)
+        with self.stage("correctness"):
+            self.correctness(batched, skip=[first.name])
         with self.stage("b1"):
             self.b1_pairs(cand_serve)
         with self.stage("timing"):
@@ -739,18 +784,26 @@ class _Run:
         return min(self.task.cases, key=lambda c: c.batch * c.new_tokens)
 
     def correctness(
-        self, engine: EngineProcess, early: dict[str, tuple[Timed, float]] | None = None
+        self,
+        engine: EngineProcess,
+        early: dict[str, tuple[Timed, float]] | None = None,
+        only: list[str] | None = None,
+        skip: list[str] | None = None,
     ) -> None:
         """Every case's hidden set on the candidate, tokens checked, prefill capped relative
         to the baseline's on the same set. ``early``: cases whose first set the candidate
-        already ran and passed (its Timed and seconds); those come first and are not re-run."""
-        ratios: dict[str, float] = {}
+        already ran and passed (its Timed and seconds); those come first and are not re-run.
+        ``only``/``skip``: the cases to run (all by default), for a pipeline that runs them in
+        two parts; the ``prefill_ratio`` metric gathers both."""
+        ratios: dict[str, float] = self.metrics.get("prefill_ratio", {})
         early = early or {}
         # The baseline decodes the smallest case's stored set too: if it no longer reproduces
         # its stored reference, this machine is not the one set up, and every in-evaluation
         # reference would be suspect (an InfrastructureFault, never the candidate's WRONG).
         sanity = self.sanity_case().name
         for case in sorted(self.task.cases, key=lambda c: c.name not in early):
+            if (only is not None and case.name not in only) or case.name in (skip or []):
+                continue
             start = time.perf_counter()
             ratio = None
             for attempt, prefix in enumerate(("case", "confirm")):
