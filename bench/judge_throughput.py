@@ -31,6 +31,7 @@ import argparse
 import inspect
 import math
 import secrets
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -45,7 +46,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from judge import JudgeConfig, compose_judge_config, settings_hash
+from judge import JudgeConfig, JudgeQueue, compose_judge_config, settings_hash
 from judge.mutant import Mutant
 from judge.preflight import build_mutant_repo, catalogue
 from judge.private import setup
@@ -236,6 +237,20 @@ class Side:
     results: list[list[Evaluation]] = field(default_factory=list)
 
 
+def cancel_leftovers(home: Any) -> list[int]:
+    """Withdraw the jobs an interrupted bench run left queued in this judge folder: a worker
+    takes the oldest first, and would judge them before this run's."""
+    with sqlite3.connect(home.queue_path) as db:
+        ids = [
+            row[0]
+            for row in db.execute(
+                "SELECT id FROM jobs WHERE state = 'queued' AND agent = ? AND arm LIKE 'bench-%'",
+                (AGENT,),
+            )
+        ]
+    return JudgeQueue(home.queue_path).cancel(ids, "left by an interrupted bench run")
+
+
 def run_round(
     side: Side,
     home: Any,
@@ -385,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     cfg = sides["naive"].cfg
     home = setup(cfg, progress=progress)
+    if withdrawn := cancel_leftovers(home):
+        progress(f"withdrew {len(withdrawn)} job(s) an interrupted bench run left queued")
     repo, shas = build_mutant_repo(cfg, home, bench_mutants(cfg, items))
     print(
         f"judge setup and bench repository: {time.perf_counter() - t0:.1f} s;"

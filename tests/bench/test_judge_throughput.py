@@ -125,3 +125,17 @@ def test_the_report_says_whether_verdicts_agree(bench):
     lines = bench.report(differ, items)
     assert lines[-1].split(", ")[3] == "identical verdicts: no"
     assert any("row_shift: naive WRONG (mismatch), staged WRONG (alternating)" in x for x in lines)
+
+
+def test_an_interrupted_runs_queued_jobs_are_withdrawn(bench, tmp_path):
+    from judge import JudgeQueue
+
+    queue = JudgeQueue(tmp_path / "queue.sqlite")
+    left = queue.enqueue(arm="bench-abc-naive-r1", agent="bench", repo="r", commit="c" * 40)
+    other = queue.enqueue(arm="swarm", agent="w0", repo="r", commit="c" * 40)
+
+    class Home:
+        queue_path = tmp_path / "queue.sqlite"
+
+    assert bench.cancel_leftovers(Home()) == [left]
+    assert (queue.state(left), queue.state(other)) == ("cancelled", "queued")
