@@ -129,6 +129,8 @@ def main(argv: list[str]) -> int:
             repo=str(candidate.repo),
             commit=candidate.commit,
             label=candidate.ref,
+            # Asked for by hand: a fresh measurement, never an earlier verdict of the same tree.
+            rejudge=True,
         )
         [evaluation] = run_until_done(cfg, home, [job], progress=_progress)
         print(describe(evaluation))

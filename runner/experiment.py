@@ -396,6 +396,8 @@ class Run:
                     commit=champ["commit"],
                     label=CHAMPION,
                     fair_key=fair_key(str(self.events.meta().get("run_id") or ""), arm.name),
+                    # A measurement of this run's own: never another run's verdict reused.
+                    rejudge=True,
                 )
                 self.events.set_job(sid, job)
 
