@@ -238,17 +238,19 @@ class Side:
 
 
 def cancel_leftovers(home: Any) -> list[int]:
-    """Withdraw the jobs an interrupted bench run left queued in this judge folder: a worker
-    takes the oldest first, and would judge them before this run's."""
+    """Withdraw the jobs an interrupted bench run left queued (or running: its worker is gone,
+    and the next worker would re-queue them) in this judge folder: a worker takes the oldest
+    first, and would judge them before this run's. Only bench jobs: the folder is the bench's."""
     with sqlite3.connect(home.queue_path) as db:
         ids = [
             row[0]
             for row in db.execute(
-                "SELECT id FROM jobs WHERE state = 'queued' AND agent = ? AND arm LIKE 'bench-%'",
+                "SELECT id FROM jobs WHERE state IN ('queued', 'running') AND agent = ?"
+                " AND arm LIKE 'bench-%'",
                 (AGENT,),
             )
         ]
-    return JudgeQueue(home.queue_path).cancel(ids, "left by an interrupted bench run")
+    return JudgeQueue(home.queue_path).cancel(ids, "left by an interrupted bench run", running=True)
 
 
 def run_round(
