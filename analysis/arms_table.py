@@ -43,7 +43,7 @@ def _names(text: str) -> list[str]:
 #: The ``arms`` table's columns, in order.
 ARMS_COLUMNS = _names(
     "run_id seed task status arm agent_kind scripted isolation start seats workers critics "
-    "budget_minutes run_seconds submissions evaluations pass wrong reject error "
+    "budget_minutes run_seconds submissions evaluations duplicates pass wrong reject error "
     "not_evaluated metric unit best_score best_x_baseline best_commit best_agent "
     "time_to_best_s rejudged_score rejudged_x_baseline rejudged_verdicts judge_noise_x_sd "
     "baseline_score judge_evaluations judge_seconds seconds_per_evaluation "
@@ -69,7 +69,7 @@ def judged(ev: pd.DataFrame) -> list[Judged]:
     columns = []
     for name in JUDGED_FIELDS:
         col = ev[name]
-        if name in ("score", "x_baseline"):
+        if name in ("score", "x_baseline", "duplicate_of"):
             col = col.astype(object).where(col.notna(), None)
         columns.append(col.tolist())
     # tuple.__new__ straight: Judged._make's own frame is a third of the cost at this size.
@@ -116,6 +116,7 @@ def _results(info: RunInfo, facts: ArmFacts, noise: float | None) -> dict[str, A
     return {
         "submissions": facts.submissions,
         "evaluations": facts.evaluations,
+        "duplicates": facts.duplicates,
         "pass": facts.pass_,
         "wrong": facts.wrong,
         "reject": facts.reject,

@@ -22,7 +22,10 @@ Tables and columns:
     ``rejudge``), attempts, enqueued_at, started_at,
     finished_at, t_enqueued_s, t_start_s, t_end_s, duration_s (judge wall time, ``finished_at -
     started_at``), queue_wait_s, settings_hash (the judge settings it was judged under,
-    ``judge.settings.settings_hash``; empty in a log made before evaluations recorded it).
+    ``judge.settings.settings_hash``; empty in a log made before evaluations recorded it),
+    duplicate_of (the earlier job whose verdict this one reuses, the same git ``tree``:
+    ``judge.duplicates``; empty: judged itself), tree (the candidate's git tree id as the judge
+    read it; empty in older logs).
 ``submissions`` (by run_id, submission_id): run_id, seed, arm, agent, role, agent_kind, scripted,
     submission_id, request_id, commit, message, at, t_s, job_id, verdict (``not evaluated`` when the
     judge never scored it), reason, score, metric, unit, x_baseline, t_verdict_s.
@@ -36,7 +39,8 @@ Tables and columns:
     task, status, arm, agent_kind, scripted, isolation, start, seats, workers, critics,
     budget_minutes, run_seconds (the agents' phase: run
     start to the runner's re-judging, else to ``ended_at``, else to the last event of an unfinished
-    run), submissions, evaluations (the agents'), pass, wrong, reject, error, not_evaluated,
+    run), submissions, evaluations (the agents'), duplicates (of those, how many reused an earlier
+    verdict of the same tree), pass, wrong, reject, error, not_evaluated,
     metric, unit, best_score (the highest score, or the lowest for a lower-is-better metric),
     best_x_baseline, best_commit, best_agent, time_to_best_s, rejudged_score and
     rejudged_x_baseline (median of the best's PASSes when re-judged after the deadline),
@@ -163,7 +167,7 @@ COLUMNS: dict[str, list[str]] = {
         "reason detail score metric unit baseline_score x_baseline b1_ratio tokens_correct "
         "near_tie "
         "b1_unresolved pseudo_agent attempts enqueued_at started_at finished_at t_enqueued_s "
-        "t_start_s t_end_s duration_s queue_wait_s settings_hash"
+        "t_start_s t_end_s duration_s queue_wait_s settings_hash duplicate_of tree"
     ),
     "submissions": _names(
         "run_id seed arm agent role agent_kind scripted submission_id request_id commit message "
@@ -212,7 +216,8 @@ _SQL = {
             json_extract(flags, '$.tokens_correct') AS flag_tokens_correct,
             json_extract(flags, '$.near_tie') AS near_tie,
             json_extract(flags, '$.b1_unresolved') AS b1_unresolved,
-            attempts, enqueued_at, started_at, finished_at, queue_wait_s, settings_hash
+            attempts, enqueued_at, started_at, finished_at, queue_wait_s, settings_hash,
+            duplicate_of, tree
         FROM evaluations ORDER BY job_id""",
     "submissions": """
         SELECT s.arm, s.agent, s.id AS submission_id, s.request_id, s.commit_sha AS "commit",
@@ -501,10 +506,12 @@ def _read(db: sqlite3.Connection, name: str, metric: Metric) -> pd.DataFrame:
             score=_json_value(column, metric.score_keys()),
             baseline_score=_json_value(column, metric.baseline_keys()),
         )
-    if name == "evaluations" and "settings_hash" not in {
-        row[1] for row in db.execute("PRAGMA table_info(evaluations)")
-    }:  # a log made before evaluations recorded their judge settings
-        sql = sql.replace("queue_wait_s, settings_hash", "queue_wait_s, '' AS settings_hash")
+    if name == "evaluations":
+        have = {row[1] for row in db.execute("PRAGMA table_info(evaluations)")}
+        if "settings_hash" not in have:  # a log made before evaluations recorded their settings
+            sql = sql.replace("queue_wait_s, settings_hash", "queue_wait_s, '' AS settings_hash")
+        if "duplicate_of" not in have:  # ... or before identical trees were recognised
+            sql = sql.replace("duplicate_of, tree", "NULL AS duplicate_of, '' AS tree")
     cursor = db.execute(sql)
     names = [d[0] for d in cursor.description]
     return _numeric(pd.DataFrame.from_records(cursor.fetchall(), columns=names))
@@ -604,6 +611,8 @@ def _evaluations(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     df["b1_unresolved"] = _flag(df["b1_unresolved"])
     df["pseudo_agent"] = df["agent"].isin(list(PSEUDO_AGENTS))
     df["settings_hash"] = df["settings_hash"].fillna("").astype(str)
+    df["duplicate_of"] = pd.to_numeric(df["duplicate_of"]).astype("Int64")
+    df["tree"] = df["tree"].fillna("").astype(str)
     df["t_enqueued_s"] = df["enqueued_at"] - t0
     df["t_start_s"] = df["started_at"] - t0
     df["t_end_s"] = df["finished_at"] - t0

@@ -46,6 +46,8 @@ class ArmSummary:
     isolation: str
     agents: int
     evaluations: int
+    # Of those, how many reused an earlier verdict of the same tree (judge.duplicates).
+    duplicates: int
     pass_: int
     wrong: int
     reject: int
@@ -100,6 +102,7 @@ def _judged(rows: list[dict[str, Any]], metric: Any) -> list[Judged]:
                 started_at=float(e["started_at"]),
                 finished_at=float(e["finished_at"]),
                 queue_wait_s=float(e["queue_wait_s"]),
+                duplicate_of=e.get("duplicate_of"),
             )
         )
     return out
@@ -147,6 +150,7 @@ def summarize(events: EventLog, run_dir: Path) -> list[ArmSummary]:
                 isolation=isolation_label(str(meta.get("isolation", "unknown"))),
                 agents=len(meta.get("seats", {}).get(arm, [])),
                 evaluations=facts.evaluations,
+                duplicates=facts.duplicates,
                 pass_=facts.pass_,
                 wrong=facts.wrong,
                 reject=facts.reject,

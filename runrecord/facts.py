@@ -38,12 +38,15 @@ class Judged(NamedTuple):
     started_at: float
     finished_at: float
     queue_wait_s: float
+    # The earlier job whose verdict this one reuses (judge.duplicates: the same tree); None:
+    # judged itself. A duplicate is no new measurement and cost the judge no time.
+    duplicate_of: int | None = None
 
 
 #: ``Judged``'s fields in order: the ``evaluations`` table's column names.
 JUDGED_FIELDS = (
     "job_id", "arm", "agent", "commit", "verdict", "score", "x_baseline", "started_at",
-    "finished_at", "queue_wait_s",
+    "finished_at", "queue_wait_s", "duplicate_of",
 )  # fmt: skip
 
 
@@ -62,8 +65,9 @@ def judged_rows(rows: Iterable[Sequence[Any]]) -> list[Judged]:
             started_at=float(t0),
             finished_at=float(t1),
             queue_wait_s=float(wait),
+            duplicate_of=None if optional(dup) is None else int(dup),
         )
-        for job, arm, agent, commit, verdict, score, x, t0, t1, wait in rows
+        for job, arm, agent, commit, verdict, score, x, t0, t1, wait, dup in rows
     ]
 
 
@@ -158,6 +162,8 @@ class ArmFacts:
     arm: str
     submissions: int  # the agents' (pseudo-agents' left out)
     evaluations: int  # the agents'
+    # Of those, how many reused an earlier verdict of the same tree (no judge time).
+    duplicates: int
     pass_: int
     wrong: int
     reject: int
@@ -209,6 +215,7 @@ def arm_facts(
         arm=arm,
         submissions=len(own),
         evaluations=len(mine),
+        duplicates=sum(1 for j in mine if j.duplicate_of is not None),
         pass_=verdicts.count("PASS"),
         wrong=verdicts.count("WRONG"),
         reject=verdicts.count("REJECT"),
@@ -225,7 +232,9 @@ def arm_facts(
         judge_seconds=busy,
         judge_busy_pct=100 * busy / max(phase.seconds, 1e-9),
         full_evaluation_s=_median(
-            j.finished_at - j.started_at for j in in_phase if j.verdict == "PASS"
+            j.finished_at - j.started_at
+            for j in in_phase
+            if j.verdict == "PASS" and j.duplicate_of is None
         ),
         mean_queue_wait_s=sum(waits) / len(waits) if waits else None,
     )
@@ -262,8 +271,8 @@ def model_call_facts(
 
 #: Columns ``summary.csv`` and the ``arms`` table share (same name, same meaning).
 SHARED_COLUMNS = (
-    "arm", "agent_kind", "isolation", "evaluations", "pass", "wrong", "reject", "error",
-    "not_evaluated", "metric", "unit", "best_score", "time_to_best_s", "rejudged_score",
+    "arm", "agent_kind", "isolation", "evaluations", "duplicates", "pass", "wrong", "reject",
+    "error", "not_evaluated", "metric", "unit", "best_score", "time_to_best_s", "rejudged_score",
     "rejudged_x_baseline", "rejudged_verdicts", "judge_noise_x_sd", "relays",
     "mean_queue_wait_s", "restarts", "model_calls", "model_call_failures", "model_lost_s",
     "wire_output_tokens",

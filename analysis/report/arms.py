@@ -48,7 +48,8 @@ def facts_table(run: RunInfo) -> list[str]:
             "judge",
             f"queue `{judge.get('queue_policy', '-')}`, near ties "
             f"`{judge.get('near_tie_policy', '-')}`, B=1 unresolved "
-            f"`{judge.get('b1_unresolved', '-')}`",
+            f"`{judge.get('b1_unresolved', '-')}`, identical trees "
+            + (f"`{judge['duplicates']}`" if judge.get("duplicates") else "judged each time"),
         ],
         ["target", f"{run.target_x_baseline}× the baseline" if run.target_x_baseline else "-"],
     ]
@@ -67,9 +68,14 @@ def arms_table(arms: pd.DataFrame, sweep: bool, metric: Metric) -> list[str]:
     """``## Arms``: one row per arm (per seed and arm in a sweep: ``sweep``), with a
     re-judged column when any arm's best was re-judged."""
     rejudged = bool((arms["rejudged_verdicts"].fillna("") != "").any())
+    # Identical trees judged once (judge.duplicates): shown where any arm had one.
+    dups = "duplicates" in arms and bool((arms["duplicates"].fillna(0) > 0).any())
+    head = list(ARMS_HEAD)
+    if dups:
+        head.insert(head.index("evals") + 1, "of them dup.")
     header = (
         (["seed"] if sweep else [])
-        + [h.format(unit=metric.unit or metric.name) for h in ARMS_HEAD]
+        + [h.format(unit=metric.unit or metric.name) for h in head]
         + (["re-judged ×"] if rejudged else [])
         + ARMS_TAIL
     )
@@ -81,7 +87,9 @@ def arms_table(arms: pd.DataFrame, sweep: bool, metric: Metric) -> list[str]:
         rows.append(
             ([r["seed"]] if sweep else [])
             + [r["arm"], r["agent_kind"], f"{r['seats']} ({r['workers']}w+{r['critics']}c)"]
-            + [r[k] for k in ("submissions", "evaluations", "pass", "wrong", "reject", "error")]
+            + [r[k] for k in ("submissions", "evaluations")]
+            + ([r["duplicates"]] if dups else [])
+            + [r[k] for k in ("pass", "wrong", "reject", "error")]
             + [num(r["best_score"]), num(r["best_x_baseline"], 2)]
             + ([again] if rejudged else [])
             + [
