@@ -49,7 +49,7 @@ clients: $(STAMP)
 # other's PASSes (a relay needs a third round of submissions; eight per arm often had none).
 DEMO_EVALUATIONS ?= 12
 DEMO_MINUTES ?= 30
-DEMO_OVERRIDES = budget.evaluations=$(DEMO_EVALUATIONS) budget.minutes=$(DEMO_MINUTES) budget.drain_minutes=0.5 confirm.runs=1 confirm.baseline_runs=1 confirm.max_minutes=15
+DEMO_OVERRIDES = budget.evaluations=$(DEMO_EVALUATIONS) budget.minutes=$(DEMO_MINUTES) budget.drain_minutes=0.5 rejudge.runs=1 rejudge.baseline_runs=1 rejudge.max_minutes=15
 demo: setup
 	@dir=results/swarm_vs_solo/demo-$$(date +%Y-%m-%d_%H-%M-%S); set -x; \
 	  $(PY) -m runner experiment=swarm_vs_solo $(DEMO_OVERRIDES) hydra.run.dir=$$dir && \

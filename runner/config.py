@@ -113,8 +113,9 @@ class RunnerConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     isolation: IsolationConfig = field(default_factory=IsolationConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
-    # Re-judging after the deadline; the key stays `confirm`: saved runs and sweeps name it.
-    confirm: RejudgeConfig = field(default_factory=RejudgeConfig)
+    # Re-judging after the deadline (runs saved before the word was settled call it `confirm`:
+    # resuming one reads that key).
+    rejudge: RejudgeConfig = field(default_factory=RejudgeConfig)
     arms: dict[str, ArmConfig] = field(default_factory=dict)
     # arm=continuation: the run directory whose champion every agent starts from.
     from_run: str | None = None

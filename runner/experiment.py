@@ -457,7 +457,8 @@ class Run:
         self, gateway: Gateway, queue: JudgeQueue, link: JudgeService, arms: list[ArmWorkspace]
     ) -> None:
         """Judge each arm's best and its starting commit again, all arms alike."""
-        rejudging = self.cfg.confirm  # the config key older runs saved
+        # A run saved before the word was settled names the node `confirm` (resumed as saved).
+        rejudging = self.cfg.get("rejudge") or self.cfg.confirm
         if self.stopping:  # Ctrl-C before the phase began: nothing is queued for it
             return
         plan = plan_rejudgements(self.events, arms, rejudging.runs, rejudging.baseline_runs)

@@ -144,9 +144,9 @@ def settings_problems(cfg: DictConfig) -> list[str]:
     if "evaluations" in budget:  # the judge budget, where this version has one
         _at_least_one(problems, "budget.evaluations", budget.evaluations, True)
     for key in ("runs", "baseline_runs"):
-        if not (isinstance(cfg.confirm[key], int) and cfg.confirm[key] >= 0):
-            problems.append(f"confirm.{key}={cfg.confirm[key]}: must be a whole number >= 0")
-    _not_negative(problems, "confirm.max_minutes", cfg.confirm.max_minutes)
+        if not (isinstance(cfg.rejudge[key], int) and cfg.rejudge[key] >= 0):
+            problems.append(f"rejudge.{key}={cfg.rejudge[key]}: must be a whole number >= 0")
+    _not_negative(problems, "rejudge.max_minutes", cfg.rejudge.max_minutes)
     _not_negative(problems, "progress_every_s", cfg.progress_every_s)
     if not (isinstance(cfg.seed, int) and cfg.seed >= 0):
         problems.append(f"seed={cfg.seed}: must be a whole number >= 0")

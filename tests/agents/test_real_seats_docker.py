@@ -113,7 +113,7 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
             [
                 "arm=solo", f"agent={agent}",
                 "budget.minutes=0.75", "budget.drain_minutes=0.3", "judge.preflight=skip",
-                "confirm.runs=0", "confirm.baseline_runs=0", "progress_every_s=0",
+                "rejudge.runs=0", "rejudge.baseline_runs=0", "progress_every_s=0",
                 f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}",
             ],
             env,

@@ -30,7 +30,7 @@ def test_scripted_swarm_plays_the_tasks_library(judge_private_dir, base_image, t
         [sys.executable, "-m", "runner", "arm=swarm", f"task={task}", "judge.preflight=skip",
          f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}",
          f"budget.minutes={CEILING_MINUTES}", "budget.drain_minutes=0.5", "budget.evaluations=1",
-         "confirm.runs=0", "confirm.baseline_runs=0", "progress_every_s=30"],
+         "rejudge.runs=0", "rejudge.baseline_runs=0", "progress_every_s=30"],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60 * (CEILING_MINUTES + 5),
     )  # fmt: skip
     report = done.stdout[-2000:] + "\n" + done.stderr[-3000:]

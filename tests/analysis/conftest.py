@@ -525,7 +525,7 @@ def _model_calls(events: EventLog) -> None:
 
 
 def _rechecks(events: EventLog, run: FixtureRun) -> None:
-    """What runner/confirm.py adds after the deadline: each arm's best re-judged twice
+    """What runner/rejudge.py adds after the deadline: each arm's best re-judged twice
     (``confirm``: swarm PASS 150 and 155; solo PASS 138 then WRONG) and its start re-judged
     twice (``baseline``: x 1.0, 0.96, 1.04, 1.0 over the arms)."""
     events.set_meta(rechecks_started_at=T0 + RUN_S, ended_at=T0 + RUN_S + 40)

@@ -176,7 +176,7 @@ def test_a_run_records_its_seat_at_the_quota_and_leaves_plain_folders(
         [sys.executable, "-m", "runner", "arm=solo", "judge.preflight=skip",
          f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}",
          "budget.minutes=20", "budget.drain_minutes=1", "budget.evaluations=1",
-         "confirm.runs=0", "confirm.baseline_runs=0", f"agent.command=[sh,-c,{agent}]",
+         "rejudge.runs=0", "rejudge.baseline_runs=0", f"agent.command=[sh,-c,{agent}]",
          f"isolation.disk_quota_mb={QUOTA_MB}"],
         cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,

@@ -32,7 +32,7 @@ def _runner(private_dir: Path, run_dir: Path, *extra: str) -> subprocess.Popen:
         "arm=solo", "judge.preflight=skip", f"judge.private_dir={private_dir}",
         f"hydra.run.dir={run_dir}", f"budget.minutes={CEILING_MINUTES}", "budget.evaluations=1",
         "budget.drain_minutes=1", "progress_every_s=30", f"agent.command=[sh,-c,{SUBMIT_ONCE}]",
-        "confirm.runs=0", "confirm.baseline_runs=0", *extra,
+        "rejudge.runs=0", "rejudge.baseline_runs=0", *extra,
     ]  # fmt: skip
     return subprocess.Popen(
         [sys.executable, "-m", "runner", *args], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,

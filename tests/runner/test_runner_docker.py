@@ -48,7 +48,7 @@ def _base(
     return [
         f"judge.private_dir={private_dir}", f"hydra.run.dir={run_dir}", f"budget.minutes={minutes}",
         "budget.drain_minutes=1", "progress_every_s=5", f"agent.command=[sh,-c,{command}]",
-        f"confirm.runs={rechecks[0]}", f"confirm.baseline_runs={rechecks[1]}",
+        f"rejudge.runs={rechecks[0]}", f"rejudge.baseline_runs={rechecks[1]}",
         f"budget.evaluations={'null' if evaluations is None else evaluations}",
     ]  # fmt: skip
 

@@ -44,7 +44,7 @@ BAD = [
     ("budget.minutes=0", "budget.minutes=0"),
     ("budget.minutes=nan", "budget.minutes=nan"),
     ("budget.drain_minutes=-1", "budget.drain_minutes=-1"),
-    ("confirm.runs=-1", "confirm.runs=-1"),
+    ("rejudge.runs=-1", "rejudge.runs=-1"),
     ("judge.near_tie_policy=paass", "judge.near_tie_policy='paass'"),
     ("judge.prefill_cap_factor=0", "judge.prefill_cap_factor=0"),
     ("judge.sandbox.memory=2gb_", "judge.sandbox.memory='2gb_'"),

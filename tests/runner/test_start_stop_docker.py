@@ -55,7 +55,7 @@ def test_two_ctrl_c_stop_the_run_in_order(judge_private_dir, base_image, tmp_pat
         [sys.executable, "-m", "runner", "arm=swarm", "judge.preflight=skip",
          f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}",
          "budget.minutes=20", "budget.drain_minutes=1", "progress_every_s=0",
-         "confirm.runs=0", "confirm.baseline_runs=0", f"agent.command=[sh,-c,{STUBBORN}]"],
+         "rejudge.runs=0", "rejudge.baseline_runs=0", f"agent.command=[sh,-c,{STUBBORN}]"],
         cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip

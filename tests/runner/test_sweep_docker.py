@@ -27,8 +27,8 @@ def test_sweep_through_joblib(judge_private_dir, base_image, tmp_path, find_judg
         result = subprocess.run(
             [sys.executable, "-m", "runner", "-m", "experiment=swarm_vs_solo", "seed=1,2",
              "isolation.memory=1g,1k", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-             "budget.minutes=0.3", "budget.drain_minutes=0.2", "confirm.runs=1",
-             "confirm.baseline_runs=1", "confirm.max_minutes=0.5",
+             "budget.minutes=0.3", "budget.drain_minutes=0.2", "rejudge.runs=1",
+             "rejudge.baseline_runs=1", "rejudge.max_minutes=0.5",
              f"judge.private_dir={judge_private_dir}", f"hydra.sweep.dir={sweep_dir}"],
             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
