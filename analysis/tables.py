@@ -25,7 +25,10 @@ Tables and columns:
     ``judge.settings.settings_hash``; empty in a log made before evaluations recorded it),
     duplicate_of (the earlier job whose verdict this one reuses, the same git ``tree``:
     ``judge.duplicates``; empty: judged itself), tree (the candidate's git tree id as the judge
-    read it; empty in older logs).
+    read it; empty in older logs), ttft_ms, itl_ms, requests_s, baseline_ttft_ms (a server
+    task's median time to first token, inter-token latency and requests/s at the headline
+    concurrency, and the same evaluation's baseline's time to first token, as the judge's load
+    generator measured them; empty for other kinds).
 ``submissions`` (by run_id, submission_id): run_id, seed, arm, agent, role, agent_kind, scripted,
     submission_id, request_id, commit, message, at, t_s, job_id, verdict (``not evaluated`` when the
     judge never scored it), reason, score, metric, unit, x_baseline, t_verdict_s.
@@ -167,7 +170,8 @@ COLUMNS: dict[str, list[str]] = {
         "reason detail score metric unit baseline_score x_baseline b1_ratio tokens_correct "
         "near_tie "
         "b1_unresolved pseudo_agent attempts enqueued_at started_at finished_at t_enqueued_s "
-        "t_start_s t_end_s duration_s queue_wait_s settings_hash duplicate_of tree"
+        "t_start_s t_end_s duration_s queue_wait_s settings_hash duplicate_of tree "
+        "ttft_ms itl_ms requests_s baseline_ttft_ms"
     ),
     "submissions": _names(
         "run_id seed arm agent role agent_kind scripted submission_id request_id commit message "
@@ -216,6 +220,10 @@ _SQL = {
             json_extract(flags, '$.tokens_correct') AS flag_tokens_correct,
             json_extract(flags, '$.near_tie') AS near_tie,
             json_extract(flags, '$.b1_unresolved') AS b1_unresolved,
+            json_extract(metrics, '$.ttft_ms') AS ttft_ms,
+            json_extract(metrics, '$.itl_ms') AS itl_ms,
+            json_extract(metrics, '$.requests_s') AS requests_s,
+            json_extract(metrics, '$.baseline_ttft_ms') AS baseline_ttft_ms,
             attempts, enqueued_at, started_at, finished_at, queue_wait_s, settings_hash,
             duplicate_of, tree
         FROM evaluations ORDER BY job_id""",
@@ -479,7 +487,7 @@ _NUMERIC = set(
         "b1_ratio flag_tokens_correct near_tie b1_unresolved attempts job_id submission_id "
         "message_id token_id event_id input cache_read cache_write output reasoning "
         "cost_estimate code restarts call_id status upstream_status first_byte_at bytes_up "
-        "bytes_down"
+        "bytes_down ttft_ms itl_ms requests_s baseline_ttft_ms"
     )
 )
 
@@ -595,6 +603,10 @@ def _current_agents(raw: pd.DataFrame) -> pd.DataFrame:
     return raw.assign(agent=raw["agent"].replace(dict(LEGACY_AGENTS)))
 
 
+# A server task's latencies at the headline concurrency (judge.kinds.server; empty otherwise).
+_LATENCY = ("ttft_ms", "itl_ms", "requests_s", "baseline_ttft_ms")
+
+
 def _evaluations(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     df = _with_agents(_current_agents(raw), info)
     t0 = info.started_at
@@ -618,7 +630,7 @@ def _evaluations(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
     df["t_end_s"] = df["finished_at"] - t0
     df["duration_s"] = df["finished_at"] - df["started_at"]
     df["submission_id"] = df["submission_id"].astype("Int64")
-    for col in ("score", "baseline_score", "x_baseline", "b1_ratio"):
+    for col in ("score", "baseline_score", "x_baseline", "b1_ratio", *_LATENCY):
         df[col] = df[col].astype(float)
     df["metric"], df["unit"] = info.metric.name, info.metric.unit
     return df[COLUMNS["evaluations"]]

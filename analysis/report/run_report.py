@@ -13,6 +13,7 @@ from analysis.report.findings import not_solid
 from analysis.report.ledger import ledger_section
 from analysis.report.measured import formulas_section
 from analysis.report.relays import relays_section
+from analysis.report.server import server_section
 from analysis.tables import Tables
 
 
@@ -42,6 +43,7 @@ def run_report(tables: Tables, figures: list[FigureResult], led: pd.DataFrame, o
         *arms_table(tables.arms, False, run.metric),
         "",
         *endpoint_section(tables, run),
+        *server_section(tables, run),
         "## The formulas, measured",
         "",
         *formulas_section(tables, run),
