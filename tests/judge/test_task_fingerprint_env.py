@@ -10,8 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from isolation import taskenv
-from judge import private
-from judge import compose_judge_config
+from judge import compose_judge_config, private
 from tasks.schema import PROJECT_ROOT
 
 
