@@ -159,38 +159,44 @@ def work(
                 f" removed {removed} stale sandbox(es)"
             )
         evaluator = get_kind(cfg.task.kind).evaluator(cfg, home)
-        while not stop():
-            turn = queue.next_turn()
-            if turn not in (None, queue.settings_hash):
-                if progress:
-                    progress(f"judge: the next job is one of settings {turn}: handing over")
-                break
-            job = queue.claim(device)
-            if job is None:
-                if idle_exit or idle_stop():
+        try:
+            while not stop():
+                turn = queue.next_turn()
+                if turn not in (None, queue.settings_hash):
+                    if progress:
+                        progress(f"judge: the next job is one of settings {turn}: handing over")
                     break
-                time.sleep(0.2)
-                continue
-            if progress:
-                progress(
-                    f"judge: evaluating job {job.id}"
-                    f" ({job.arm}/{job.agent} {job.label or job.commit[:10]})"
-                )
-            evaluation = judge_job(cfg, home, queue, evaluator, job, progress)
-            if evaluation.verdict is Verdict.ERROR and job.attempts < cfg.judge.max_attempts:
-                queue.requeue(job.id, evaluation.detail)
+                job = queue.claim(device)
+                if job is None:
+                    if idle_exit or idle_stop():
+                        break
+                    time.sleep(0.2)
+                    continue
                 if progress:
                     progress(
-                        f"judge: job {job.id} hit a judge fault, re-queued: {evaluation.detail}"
+                        f"judge: evaluating job {job.id}"
+                        f" ({job.arm}/{job.agent} {job.label or job.commit[:10]})"
                     )
-                continue
-            if not queue.finish(job.id, evaluation):
-                if progress:  # its run ended meanwhile and withdrew it
-                    progress(f"judge: job {job.id} was withdrawn; its result is dropped")
-                continue
-            finished += 1
-            if progress:
-                progress(f"judge: job {job.id} -> {describe(evaluation)}")
+                evaluation = judge_job(cfg, home, queue, evaluator, job, progress)
+                if evaluation.verdict is Verdict.ERROR and job.attempts < cfg.judge.max_attempts:
+                    queue.requeue(job.id, evaluation.detail)
+                    if progress:
+                        progress(
+                            f"judge: job {job.id} hit a judge fault, re-queued: {evaluation.detail}"
+                        )
+                    continue
+                if not queue.finish(job.id, evaluation):
+                    if progress:  # its run ended meanwhile and withdrew it
+                        progress(f"judge: job {job.id} was withdrawn; its result is dropped")
+                    continue
+                finished += 1
+                if progress:
+                    progress(f"judge: job {job.id} -> {describe(evaluation)}")
+        finally:
+            # Its warm baseline container, if it keeps one, goes with this worker.
+            close = getattr(evaluator, "close", None)
+            if callable(close):
+                close()
     return finished
 
 
