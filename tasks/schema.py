@@ -97,6 +97,20 @@ class ServerConfig:
         concurrency: the concurrency levels measured; ``timing.batch`` is the headline's.
         token_ids: where generated ids are read: each chunk's ``token_ids``, or
             ``logprobs`` (``logprobs.tokens`` as ``"token_id:N"``).
+        correctness: ``tokens``: every request's generated ids equal the baseline's (near
+            ties by top-2 margins); ``drift``: for servers that are not batch-invariant
+            (vLLM on a GPU), at least ``exact_fraction`` of each set's requests generate the
+            baseline's ids exactly AND the candidate's teacher-forced mean per-token
+            log-likelihood of the baseline's continuations drops by at most
+            ``drift_tolerance`` below the baseline's own (both always: docs/tasks.md).
+        drift_tolerance: with ``drift``, the largest allowed drop (nats per token) of the mean
+            log-likelihood of the baseline's continuations, candidate vs baseline.
+        exact_fraction: with ``drift``, the fraction of a set's requests (rounded up, at least
+            one) whose generated ids must equal the baseline's exactly.
+        teacher_forcing: with ``drift``, how the server is asked for the log-likelihood of a
+            given continuation: ``echo`` (``"echo": true, "logprobs": 1``, read from
+            ``choices[0].logprobs.token_logprobs``) or ``prompt_logprobs`` (vLLM's extra
+            parameter, read from ``choices[0].prompt_logprobs``).
     """
 
     model: str = "model"
@@ -105,6 +119,10 @@ class ServerConfig:
     endpoint: str = "completions"
     concurrency: list[int] = field(default_factory=lambda: [1, 16])
     token_ids: str = "token_ids"
+    correctness: str = "tokens"
+    drift_tolerance: float = 0.02
+    exact_fraction: float = 0.5
+    teacher_forcing: str = "echo"
 
 
 @dataclass

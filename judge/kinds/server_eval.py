@@ -11,6 +11,13 @@ interleaved, the candidate frozen while the baseline is timed; every limit is re
   ``max_tokens``), then its confirmation set: every request's generated ids must equal the
   baseline's recorded at set-up; a first divergence where the baseline's top-2 logprob margin
   is under ``judge.near_tie_margin`` is a near tie, as in the decode kind.
+- Drift (``server.correctness: drift``, for servers that are not batch-invariant): per set,
+  at least ``server.exact_fraction`` of the requests generate the baseline's ids exactly (else
+  WRONG ``mismatch``) AND the candidate's teacher-forced mean per-token log-likelihood of the
+  baseline's stored continuations, measured with the baseline's own in the same evaluation,
+  drops by at most ``server.drift_tolerance`` (else WRONG ``quality``). Both, always: a
+  teacher-forced score alone never looks at what the server generates. Fresh (timed) replies
+  then need ``exact_fraction`` of the pair's baseline ids.
 - Timing: at every concurrency of ``task.server.concurrency`` (and ``timing.batch``, the
   headline), ``timing.runs`` paired runs on prompts drawn for this evaluation, the order
   alternating; aggregate output tok/s counts the ids the judge received (never ``usage``);
@@ -127,6 +134,104 @@ def first_difference(got: list[list[int]], ref: np.ndarray) -> tuple[int, int, i
     return len(rows), rows[0][0], rows[0][1]
 
 
+def matching_rows(
+    ids: list[list[int]], ref: np.ndarray, margins: np.ndarray, near_margin: float | None
+) -> int:
+    """How many requests' ids equal their reference row; with ``near_margin`` set, a row whose
+    first divergence is a near tie (same length, baseline top-2 margin under it) counts too."""
+    count = 0
+    for i, want in enumerate(ref.tolist()):
+        have = ids[i] if i < len(ids) else []
+        if have == want:
+            count += 1
+            continue
+        if near_margin is None or len(have) != len(want):
+            continue
+        step = next(j for j, (a, b) in enumerate(zip(have, want, strict=True)) if a != b)
+        count += bool(float(margins[i, step]) < near_margin)
+    return count
+
+
+def required_matches(rows: int, fraction: float) -> int:
+    """The requests of a set of ``rows`` that must match exactly: ``fraction`` rounded up, at
+    least one (a set where nothing generated matches is never judged by likelihood alone)."""
+    return max(1, min(rows, int(np.ceil(fraction * rows - 1e-9))))
+
+
+def mean_loglik(rows: list[list[float]]) -> float:
+    """The mean per-token log-likelihood over every continuation token of a set."""
+    values = [v for row in rows for v in row]
+    return float(np.mean(values)) if values else 0.0
+
+
+@dataclass(frozen=True)
+class DriftCheck:
+    """One set's drift-path numbers and what they decide (:func:`drift_decision`)."""
+
+    rows: int
+    matched: int
+    needed: int
+    loglik: float
+    baseline_loglik: float
+    tolerance: float
+
+    @property
+    def drop(self) -> float:
+        """How far (nats per token) the candidate's likelihood lies below the baseline's."""
+        return self.baseline_loglik - self.loglik
+
+
+def drift_decision(check: DriftCheck, context: str) -> Outcome | None:
+    """None if ``check`` passes the drift path; else the WRONG outcome.
+
+    The generated-ids fraction is judged first and on its own: a server may score the
+    baseline's continuations perfectly (teacher forcing feeds it the right tokens) while it
+    generates garbage, so a likelihood within tolerance never excuses too few exact requests.
+    """
+    if check.matched < check.needed:
+        return Outcome(
+            Verdict.WRONG,
+            "mismatch",
+            f"{context}: {check.rows - check.matched} of {check.rows} requests differ from"
+            f" the baseline's tokens; at least {check.needed} must match exactly"
+            f" (drift correctness, exact_fraction)",
+        )
+    if check.drop > check.tolerance:
+        return Outcome(
+            Verdict.WRONG,
+            "quality",
+            f"{context}: the mean log-likelihood of the baseline's continuations is"
+            f" {check.loglik:.4f} nats per token, {check.drop:.4f} below the baseline's"
+            f" {check.baseline_loglik:.4f} (tolerance {check.tolerance:g})",
+            tokens_correct=check.matched == check.rows,
+        )
+    return None
+
+
+def check_correctness_settings(server: Any) -> None:
+    """The task's ``server.correctness`` settings are usable.
+
+    Raises:
+        InfrastructureFault: they are not (the task's fault: ERROR, never the candidate's).
+    """
+    mode = str(server.get("correctness", "tokens"))
+    if mode not in ("tokens", "drift"):
+        raise InfrastructureFault(f"server.correctness is {mode!r}: tokens or drift")
+    if mode == "drift":
+        fraction = float(server.exact_fraction)
+        tolerance = float(server.drift_tolerance)
+        forcing = str(server.get("teacher_forcing", "echo"))
+        if not 0.0 < fraction <= 1.0 or not tolerance >= 0.0:
+            raise InfrastructureFault(
+                f"server.exact_fraction {fraction:g} must be in (0, 1] and"
+                f" server.drift_tolerance {tolerance:g} >= 0"
+            )
+        if forcing not in ("echo", "prompt_logprobs"):
+            raise InfrastructureFault(
+                f"server.teacher_forcing is {forcing!r}: echo or prompt_logprobs"
+            )
+
+
 def margins_array(margins: list[list[float | None]] | None, shape: tuple[int, int]) -> np.ndarray:
     """The baseline's top-2 margins as an array of ``shape`` (missing entries: infinity, so
     no divergence there reads as a near tie)."""
@@ -169,6 +274,7 @@ class _ServerRun:
         self.eval_seed = secrets.randbits(62)
         self.log.append({"eval_seed": self.eval_seed})
         self.source = str(self.server_cfg.token_ids)
+        self.drift = str(self.server_cfg.get("correctness", "tokens")) == "drift"
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -351,10 +457,113 @@ class _ServerRun:
             raise InfrastructureFault(f"the baseline returned no valid tokens on {s.name}")
         if first_difference(cand.ids, ref) is None:
             return
+        if self.drift:
+            self.check_fresh_drift(s, cand, ref, concurrency, context)
+            return
         again = self.base_load(s, concurrency, f"{context} (margins)", margins=True)
         if first_difference(again.ids, ref) is not None:
             raise InfrastructureFault(f"the baseline is not deterministic on {s.name}")
         self.verify(cand.ids, ref, margins_array(again.margins, ref.shape), context)
+
+    def near_margin(self) -> float | None:
+        return float(self.judge.near_tie_margin) if self.judge.near_tie_policy == "pass" else None
+
+    def needed(self, rows: int) -> int:
+        return required_matches(rows, float(self.server_cfg.exact_fraction))
+
+    def check_fresh_drift(
+        self, s: InputSet, cand: RunResult, ref: np.ndarray, concurrency: int, context: str
+    ) -> None:
+        """Drift path on a fresh run: ``exact_fraction`` of the requests match the pair's
+        baseline; near ties by the baseline's margins re-measured, on rows it reproduced (a
+        baseline that is not batch-invariant is not at fault here)."""
+        needed = self.needed(s.batch)
+        if matching_rows(cand.ids, ref, np.full(ref.shape, np.inf), None) >= needed:
+            return
+        again = self.base_load(s, concurrency, f"{context} (margins)", margins=True)
+        margins = margins_array(again.margins, ref.shape)
+        for i, row in enumerate(again.ids):
+            if i < len(ref) and row != ref[i].tolist():
+                margins[i, :] = np.inf
+        matched = matching_rows(cand.ids, ref, margins, self.near_margin())
+        check = DriftCheck(s.batch, matched, needed, 0.0, 0.0, float("inf"))
+        outcome = drift_decision(check, context)
+        if outcome is not None:
+            raise outcome
+
+    def score(self, side: Side, s: InputSet, ref: np.ndarray, context: str) -> list[list[float]]:
+        """Teacher-forced logprobs of the baseline's continuations ``ref`` after ``s``'s prompts
+        on ``side`` (each set's requests concurrent, as when it generated them)."""
+        candidate = side is self.cand
+        timeout = self.run_timeout(s)
+        command = {
+            "op": "score",
+            "host": HOST,
+            "port": PORT,
+            "path": side.path,
+            "model": str(self.server_cfg.model),
+            "requests": [
+                {"prompt": p, "continuation": row}
+                for p, row in zip(s.prompts, ref.tolist(), strict=True)
+            ],
+            "concurrency": s.batch,
+            "teacher_forcing": str(self.server_cfg.get("teacher_forcing", "echo")),
+            "timeout_s": timeout,
+        }
+        reply = side.loadgen.call(command, timeout=timeout + 60.0)
+        results = reply.get("results") or []
+        failed = [r for r in results if not r.get("ok")]
+        if failed or len(results) != s.batch:
+            first = failed[0] if failed else {"kind": "protocol", "detail": "missing results"}
+            kind = str(first.get("kind"))
+            kind = kind if kind in ("timeout", "crash", "protocol") else "protocol"
+            self.log.append({"context": context, "side": side.label, "failed": failed[:4]})
+            if not candidate:
+                raise InfrastructureFault(f"the baseline server failed a scoring request ({kind})")
+            if kind != "crash" and not side.server.running():
+                kind = "crash"
+            raise Outcome(
+                Verdict.WRONG,
+                kind,
+                f"{context}: {len(failed) or 1} of {s.batch} teacher-forced scoring requests"
+                f" failed ({str(first.get('detail', ''))[:120]})",
+            )
+        return [list(r["logprobs"]) for r in results]
+
+    def correctness_drift(self, name: str, s: InputSet, ref: Reference, context: str) -> None:
+        """The drift path on one stored set: generated ids, then teacher-forced quality."""
+        assert self.cand is not None and self.base is not None
+        got = self.load(self.cand, s, s.batch, context)
+        margins = ref.margins if ref.margins is not None else np.full(ref.tokens.shape, np.inf)
+        matched = matching_rows(got.ids, ref.tokens, margins, self.near_margin())
+        check = DriftCheck(s.batch, matched, self.needed(s.batch), 0.0, 0.0, float("inf"))
+        outcome = drift_decision(check, context)
+        if outcome is not None:
+            raise outcome
+        cand_ll = mean_loglik(self.score(self.cand, s, ref.tokens, f"{context} (likelihood)"))
+        with self.cand.box.frozen():
+            base_ll = mean_loglik(
+                self.score(self.base, s, ref.tokens, f"{context} (baseline likelihood)")
+            )
+        check = DriftCheck(
+            s.batch,
+            matched,
+            check.needed,
+            cand_ll,
+            base_ll,
+            float(self.server_cfg.drift_tolerance),
+        )
+        self.metrics.setdefault("drift", {})[name] = {
+            "exact": round(matched / s.batch, 4),
+            "loglik": round(cand_ll, 5),
+            "baseline_loglik": round(base_ll, 5),
+            "drop": round(check.drop, 5),
+        }
+        worst = max(v["drop"] for v in self.metrics["drift"].values())
+        self.metrics["loglik_drop"] = worst
+        outcome = drift_decision(check, context)
+        if outcome is not None:
+            raise outcome
 
     # -- stages -------------------------------------------------------------------------
 
@@ -416,6 +625,7 @@ class _ServerRun:
 
     def pipeline(self) -> None:
         task, judge = self.task, self.judge
+        check_correctness_settings(self.server_cfg)
         tree = self.workdir / "tree"
         shutil.rmtree(tree, ignore_errors=True)
         with self.stage("checkout"):
@@ -478,6 +688,17 @@ class _ServerRun:
                 name = f"{prefix}:{case.name}"
                 s, ref = self.home.inputs[name], self.home.references[name]
                 context = f"case {case.name}" + (" (confirmation set)" if prefix != "case" else "")
+                if self.drift:
+                    self.correctness_drift(name, s, ref, context)
+                    if case.name == sanity and prefix == "case":
+                        base = self.base_load(s, int(case.batch), f"{context} (baseline)")
+                        inf = np.full(ref.tokens.shape, np.inf)
+                        if matching_rows(base.ids, ref.tokens, inf, None) < self.needed(s.batch):
+                            raise InfrastructureFault(
+                                f"the baseline did not reproduce exact_fraction of its own"
+                                f" reference on {name}"
+                            )
+                    continue
                 got = self.load(self.cand, s, int(case.batch), context)
                 margins = (
                     ref.margins if ref.margins is not None else np.full(ref.tokens.shape, np.inf)

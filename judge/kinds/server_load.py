@@ -16,6 +16,11 @@ Commands:
   ``concurrency`` at once: ``{"ok": true, "wall_s", "results": [...]}``, one result per request
   in order: ``{"ok": true, "ids", "ttft_s", "itl_s", "total_s", "margins"}`` or ``{"ok": false,
   "kind": "timeout"|"crash"|"protocol", "detail"}``.
+- ``{"op": "score", "host", "port", "path", "model", "requests": [{"prompt",
+  "continuation"}], "concurrency", "teacher_forcing", "timeout_s"}``: the teacher-forced
+  log-likelihood of each given continuation (:func:`score_request`): ``{"ok": true, "wall_s",
+  "results": [...]}``, per request ``{"ok": true, "logprobs": [one per continuation id]}`` or a
+  failure as for ``run``.
 
 Output tokens are counted from the ids received, never from the server's ``usage``. Every read
 is bounded (a line, a whole response), so a server cannot make the judge hold unbounded data.
@@ -220,6 +225,167 @@ def request_body(model: str, prompt: list[int], max_tokens: int, logprobs: bool)
     return body
 
 
+def score_body(
+    model: str, prompt: list[int], continuation: list[int], teacher_forcing: str
+) -> dict:
+    """A non-streaming request for the log-likelihood of ``continuation`` after ``prompt``.
+
+    Both are sent as one prompt, with ``max_tokens: 1`` (the one generated token is ignored;
+    not every server allows 0). ``echo``: ``"echo": true, "logprobs": 1`` (the completions
+    API's own way; vLLM, llama.cpp's server); ``prompt_logprobs``: vLLM's extra parameter
+    ``"prompt_logprobs": 1``.
+    """
+    body = {
+        "model": model,
+        "prompt": list(prompt) + list(continuation),
+        "max_tokens": 1,
+        "temperature": 0,
+        "stream": False,
+        "return_tokens_as_token_ids": True,
+    }
+    if teacher_forcing == "prompt_logprobs":
+        body["prompt_logprobs"] = 1
+    else:
+        body.update(echo=True, logprobs=1)
+    return body
+
+
+def _logprob(value: object) -> float:
+    """One position's log-likelihood: a finite float <= 0 (a server claiming more is lying)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("a logprob is not a number")
+    out = float(value)
+    if not out <= 1e-6 or out != out or out == float("-inf"):
+        raise ValueError("a logprob is not a finite number <= 0")
+    return out
+
+
+def continuation_logprobs(
+    reply: object, prompt: list[int], continuation: list[int], teacher_forcing: str
+) -> list[float]:
+    """The logprob of every continuation id from a parsed ``score_body`` reply.
+
+    ``echo``: ``choices[0].logprobs.token_logprobs`` covers the sent prompt, then the
+    generated token; the continuation's positions are ``len(prompt)`` onwards. Where
+    ``logprobs.tokens`` are ``"token_id:N"`` they must echo exactly the ids sent (a server
+    scoring other tokens is caught). ``prompt_logprobs``: ``choices[0].prompt_logprobs`` is a
+    list (None first), each entry ``{"<id>": {"logprob": x, ...}}`` that holds the sent id.
+
+    Raises:
+        ValueError: the reply is not that shape.
+    """
+    sent = list(prompt) + list(continuation)
+    if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
+        raise ValueError("the reply has no choices list")
+    if len(reply["choices"]) != 1 or not isinstance(reply["choices"][0], dict):
+        raise ValueError("the reply has not exactly one choice")
+    choice = reply["choices"][0]
+    if teacher_forcing == "prompt_logprobs":
+        rows = choice.get("prompt_logprobs")
+        if not isinstance(rows, list) or len(rows) < len(sent):
+            raise ValueError("the reply has no prompt_logprobs for every sent id")
+        out = []
+        for pos in range(len(prompt), len(sent)):
+            entry = rows[pos]
+            chosen = entry.get(str(sent[pos])) if isinstance(entry, dict) else None
+            if not isinstance(chosen, dict):
+                raise ValueError("a prompt_logprobs entry lacks the sent id")
+            out.append(_logprob(chosen.get("logprob")))
+        return out
+    logprobs = choice.get("logprobs")
+    if not isinstance(logprobs, dict) or not isinstance(logprobs.get("token_logprobs"), list):
+        raise ValueError("the reply has no logprobs.token_logprobs")
+    values = logprobs["token_logprobs"]
+    if len(values) < len(sent):
+        raise ValueError("the reply echoes fewer positions than were sent")
+    tokens = logprobs.get("tokens")
+    as_ids = isinstance(tokens, list) and len(tokens) >= len(sent) and all(
+        isinstance(x, str) and x.startswith("token_id:") for x in tokens[: len(sent)]
+    )
+    if as_ids and [_token_id(x) for x in tokens[: len(sent)]] != sent:
+        raise ValueError("the echoed tokens are not the ids sent")
+    return [_logprob(values[pos]) for pos in range(len(prompt), len(sent))]
+
+
+def score_request(
+    host: str,
+    port: int,
+    path: str,
+    body: dict,
+    deadline: float,
+    prompt_len: int,
+    teacher_forcing: str = "echo",
+) -> dict:
+    """One teacher-forced scoring request (``score_body``), the whole reply read bounded.
+
+    Returns:
+        ``{"ok": True, "logprobs", "total_s"}``.
+
+    Raises:
+        RequestFailed: as :func:`stream_request` (timeout, crash, protocol).
+    """
+    payload = json.dumps(body).encode()
+    start = time.perf_counter()
+    remaining = deadline - start
+    if remaining <= 0:
+        raise RequestFailed("timeout", "no time left")
+    conn = http.client.HTTPConnection(host, port, timeout=remaining)
+    try:
+        try:
+            conn.request("POST", path, body=payload, headers={"Content-Type": "application/json"})
+            sock = conn.sock
+            sock.settimeout(max(0.01, deadline - time.perf_counter()))
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise RequestFailed("protocol", f"HTTP status {resp.status}")
+            data = b""
+            while len(data) <= MAX_RESPONSE:  # read in pieces, each under the deadline
+                sock.settimeout(max(0.01, deadline - time.perf_counter()))
+                piece = resp.read1(1 << 16)
+                if not piece:
+                    break
+                data += piece
+                if time.perf_counter() > deadline:
+                    raise TimeoutError
+        except TimeoutError:
+            raise RequestFailed("timeout", "no complete scoring reply in time") from None
+        except (ConnectionError, OSError, http.client.HTTPException) as exc:
+            raise RequestFailed("crash", f"connection failed: {type(exc).__name__}") from None
+        if len(data) > MAX_RESPONSE:
+            raise RequestFailed("protocol", "the scoring reply is too long")
+        sent = body["prompt"]
+        try:
+            values = continuation_logprobs(
+                json.loads(data), sent[:prompt_len], sent[prompt_len:], teacher_forcing
+            )
+        except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+            raise RequestFailed("protocol", f"scoring reply: {exc}") from None
+        return {"ok": True, "logprobs": values, "total_s": time.perf_counter() - start}
+    finally:
+        conn.close()
+
+
+def score(cmd: dict) -> dict:
+    """The ``score`` command: every request's continuation scored, ``concurrency`` at once."""
+    requests = cmd["requests"]
+    concurrency = max(1, min(int(cmd.get("concurrency", len(requests))), len(requests) or 1))
+    forcing = str(cmd.get("teacher_forcing", "echo"))
+    host, port, path = str(cmd["host"]), int(cmd["port"]), str(cmd["path"])
+    deadline = time.perf_counter() + float(cmd["timeout_s"])
+
+    def one(r: dict) -> dict:
+        body = score_body(str(cmd["model"]), r["prompt"], r["continuation"], forcing)
+        try:
+            return score_request(host, port, path, body, deadline, len(r["prompt"]), forcing)
+        except RequestFailed as exc:
+            return {"ok": False, "kind": exc.kind, "detail": str(exc)}
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        results = list(pool.map(one, requests))
+    return {"ok": True, "wall_s": time.perf_counter() - start, "results": results}
+
+
 def run(cmd: dict) -> dict:
     """The ``run`` command: every request of ``cmd`` streamed, at most ``concurrency`` at once."""
     requests = cmd["requests"]
@@ -283,6 +449,8 @@ def handle(cmd: dict) -> dict:
             return ready(cmd)
         if cmd.get("op") == "run":
             return run(cmd)
+        if cmd.get("op") == "score":
+            return score(cmd)
         if cmd.get("op") == "ping":
             return {"ok": True, "clock": time.perf_counter()}
         return {"ok": False, "kind": "judge", "detail": f"unknown op {cmd.get('op')!r}"}

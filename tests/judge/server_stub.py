@@ -6,6 +6,14 @@ logprobs whose top-2 margin is never small. Each token costs ``--step-ms`` of sl
 ``--serial`` one request is served at a time (a lock), so its aggregate tok/s is flat in the
 concurrency, while without it concurrent requests overlap.
 
+Teacher-forced scoring (the ``drift`` correctness path): a non-streaming request with
+``"echo": true`` and ``logprobs`` answers ``choices[0].logprobs.token_logprobs`` for every
+prompt position (None first) and the one generated token; with vLLM's ``"prompt_logprobs"``
+it answers ``choices[0].prompt_logprobs``. The toy's log-likelihood of a token is -0.1 where it
+is the toy's own next token, else -3.0, plus ``LOGPROB_SHIFT``. A test's candidate edits
+``LOGPROB_SHIFT`` (worse likelihoods, same tokens) or ``GARBAGE`` (true likelihoods, but every
+generated id is off by one: the teacher-forced-only exploit).
+
 ``python server_stub.py --host H --port P [--serial] [--step-ms MS] [--vocab V]``
 (``{host}``/``{port}`` placeholders, or ``$SWARMLAB_SERVER_HOST``/``$SWARMLAB_SERVER_PORT``).
 """
@@ -19,11 +27,40 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 # A task's template keeps True (its baseline is serial); a "batched" candidate edits it.
 SERIAL = False
+LOGPROB_SHIFT = 0.0
+GARBAGE = False
 
 
 def next_token(context, vocab):
     a, b, c = [0, 0, 0, *context][-3:]
     return (a * 7 + b * 31 + c * 131 + 17) % vocab
+
+
+def token_logprob(context, tok, vocab):
+    """The toy's log-likelihood of ``tok`` after ``context``."""
+    return (-0.1 if tok == next_token(context, vocab) else -3.0) + LOGPROB_SHIFT
+
+
+def score_reply(req, vocab):
+    """The non-streaming completion (one token) with echoed prompt logprobs."""
+    prompt = list(req["prompt"])
+    tok = next_token(prompt, vocab)
+    if GARBAGE:
+        tok = (tok + 1) % vocab
+    ids = [*prompt, tok]
+    values = [None] + [token_logprob(ids[:i], ids[i], vocab) for i in range(1, len(ids))]
+    choice = {"index": 0, "text": f" t{tok}", "token_ids": [tok], "finish_reason": "length"}
+    if req.get("echo") and req.get("logprobs") is not None:
+        as_ids = req.get("return_tokens_as_token_ids")
+        choice["logprobs"] = {
+            "tokens": [f"token_id:{t}" if as_ids else f" t{t}" for t in ids],
+            "token_logprobs": values,
+        }
+    if req.get("prompt_logprobs") is not None:
+        choice["prompt_logprobs"] = [None] + [
+            {str(ids[i]): {"logprob": values[i], "rank": 1}} for i in range(1, len(prompt))
+        ]
+    return {"id": "cmpl-stub", "object": "text_completion", "choices": [choice]}
 
 
 def main():
@@ -53,6 +90,16 @@ def main():
         def do_POST(self):
             length = int(self.headers.get("Content-Length", 0))
             req = json.loads(self.rfile.read(length))
+            if not req.get("stream", True):
+                body = json.dumps(score_reply(req, opts.vocab)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(body)
+                self.close_connection = True
+                return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
@@ -69,6 +116,8 @@ def main():
             for i in range(int(req["max_tokens"])):
                 time.sleep(opts.step_ms / 1000)
                 tok = next_token(context, opts.vocab)
+                if GARBAGE:
+                    tok = (tok + 1) % opts.vocab
                 context.append(tok)
                 logprobs = None
                 if req.get("logprobs"):
