@@ -29,6 +29,14 @@ Expectations, and why:
   (it never answers readiness).
 - ``gen_hang``: every completion hangs: WRONG ``timeout``.
 - ``gen_frozen_edit`` / ``gen_frozen_added``: REJECT ``frozen_zone``.
+
+With ``server.correctness: drift`` two more (and WRONG ``quality`` is required):
+
+- ``gen_worse_logprobs``: the same tokens, every teacher-forced log-likelihood one nat worse:
+  WRONG ``quality``.
+- ``gen_teacher_forced_only``: the scoring requests pass through untouched (perfect
+  likelihoods) while every generated id is off by one: WRONG ``mismatch``, the
+  loose-verification exploit a teacher-forced check alone would PASS.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ import shutil
 from functools import partial
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from judge.kinds.decode_mutants import _add_frozen_file, _edit_frozen_byte, _frozen_files, _wrap_dir
 from judge.mutant import Mutant
@@ -50,9 +58,15 @@ CHECK_REASONS = ("mismatch", "protocol", "timeout", "crash", "b1_regression")
 def required_reasons(task: DictConfig) -> list[str]:
     """The verdicts ``verdict (reason)`` a catalogue of ``task`` must hold at least once."""
     needed = [f"WRONG ({r})" for r in CHECK_REASONS]
+    if _drift(task):
+        needed.append("WRONG (quality)")
     if list(task.frozen):
         needed.append("REJECT (frozen_zone)")
     return needed
+
+
+def _drift(task: DictConfig) -> bool:
+    return str(OmegaConf.select(task, "server.correctness", default="tokens")) == "drift"
 
 
 def _add_wrapper(tree: Path, folder: str, settings: dict[str, object]) -> None:
@@ -167,6 +181,23 @@ def generated(cfg: DictConfig) -> list[Mutant]:
         ),
         wrapped("gen_hang", "hang", "WRONG", "timeout", "every completion hangs"),
     ]
+    if _drift(task):
+        mutants += [
+            wrapped(
+                "gen_worse_logprobs",
+                "worse_logprobs",
+                "WRONG",
+                "quality",
+                "the same tokens, every teacher-forced log-likelihood one nat worse",
+            ),
+            wrapped(
+                "gen_teacher_forced_only",
+                "garbage",
+                "WRONG",
+                "mismatch",
+                "perfect teacher-forced likelihoods, every generated id off by one",
+            ),
+        ]
     frozen = list(task.frozen)
     files = _frozen_files(template, frozen)
     if files:

@@ -75,6 +75,21 @@ def swap_partner(body):
     return body
 
 
+def garbage_chunk(line):
+    """One SSE chunk with every generated id one higher (the scoring requests untouched)."""
+    chunk = json.loads(line[len(b"data: ") :])
+    for choice in chunk.get("choices") or []:
+        if isinstance(choice.get("token_ids"), list):
+            choice["token_ids"] = [t + 1 for t in choice["token_ids"]]
+        lp = choice.get("logprobs") or {}
+        if isinstance(lp.get("tokens"), list):
+            lp["tokens"] = [
+                f"token_id:{int(x[9:]) + 1}" if str(x).startswith("token_id:") else x
+                for x in lp["tokens"]
+            ]
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
 class Proxy(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -117,7 +132,38 @@ class Proxy(BaseHTTPRequestHandler):
                 STATE["in_flight"] -= 1
         self.close_connection = True
 
+    def relay_whole(self, body):
+        """A non-streaming request (the judge's teacher-forced scoring): passed through, the
+        likelihoods made worse by one nat per token in mode ``worse_logprobs``."""
+        conn = http.client.HTTPConnection("127.0.0.1", INNER, timeout=600)
+        conn.request(
+            "POST", self.path, body=json.dumps(body), headers={"Content-Type": "application/json"}
+        )
+        resp = conn.getresponse()
+        data, status = resp.read(), resp.status
+        ctype = resp.getheader("Content-Type", "application/json")
+        conn.close()
+        if MODE == "worse_logprobs" and status == 200:
+            reply = json.loads(data)
+            for choice in reply.get("choices") or []:
+                lp = choice.get("logprobs") or {}
+                values = lp.get("token_logprobs") or []
+                lp["token_logprobs"] = [None if v is None else v - 1.0 for v in values]
+                for entry in choice.get("prompt_logprobs") or []:
+                    for value in (entry or {}).values():
+                        value["logprob"] -= 1.0
+            data = json.dumps(reply).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
     def relay(self, body, alone):
+        if body.get("stream") is False:
+            self.relay_whole(body)
+            return
         start = time.perf_counter()
         key = json.dumps([body.get("prompt"), body.get("max_tokens"), body.get("logprobs")])
         self.send_response(200)
@@ -161,6 +207,8 @@ class Proxy(BaseHTTPRequestHandler):
                 kept.append(extra)
             if line.startswith(b"data: {"):
                 chunks += 1
+                if MODE == "garbage":
+                    line = garbage_chunk(line)
                 if MODE == "truncate" and chunks > half:
                     self.wfile.flush()
                     conn.close()

@@ -3,6 +3,7 @@ its own, and the load generator's teacher-forced scoring against the stub server
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
@@ -209,3 +210,62 @@ def test_a_scoring_request_nobody_answers_is_a_crash():
         }
     )
     assert reply["results"][0]["kind"] == "crash"
+
+
+DRIFT_SERVER = (
+    "server: {model: stub, ready_timeout_s: 20, concurrency: [1, 4], correctness: drift,"
+    " drift_tolerance: 0.02, exact_fraction: 0.5}\n"
+)
+
+
+@pytest.mark.docker
+def test_drift_path_through_the_real_judge(tmp_path, base_image):
+    from judge import compose_judge_config
+    from judge.private import setup
+    from judge.queue import JudgeQueue
+    from judge.service import run_until_done
+    from tests.judge.test_server_docker import git_commit, make_task
+
+    root = make_task(tmp_path / "task", name="serve_stub_drift", step_ms=5.0)
+    text = (root / "task.yaml").read_text().splitlines(keepends=True)
+    (root / "task.yaml").write_text(
+        "".join(DRIFT_SERVER if line.startswith("server:") else line for line in text)
+    )
+    cfg = compose_judge_config([f"task={root}", f"judge.private_dir={tmp_path / 'judge'}"])
+    assert cfg.task.server.correctness == "drift"
+    home = setup(cfg)
+    repo = tmp_path / "cand"
+    shutil.copytree(root / "template", repo)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    git_commit(repo, "baseline")
+    server = repo / "stub" / "server.py"
+    original = server.read_text()
+    commits = []
+    for old, new, message in (
+        ("LOGPROB_SHIFT = 0.0", "LOGPROB_SHIFT = -0.01", "a little drift, same tokens"),
+        ("LOGPROB_SHIFT = 0.0", "LOGPROB_SHIFT = -0.5", "much worse likelihoods, same tokens"),
+        ("GARBAGE = False", "GARBAGE = True", "true likelihoods, garbage generated"),
+    ):
+        server.write_text(original.replace(old, new, 1))
+        commits.append(git_commit(repo, message))
+    queue = JudgeQueue(home.queue_path)
+    jobs = [queue.enqueue(arm="a", agent="w", repo=str(repo), commit=c) for c in commits]
+    small, large, garbage = run_until_done(cfg, home, jobs)
+    assert small.verdict == Verdict.PASS, small.detail
+    assert small.metrics["loglik_drop"] == pytest.approx(0.01, abs=1e-4)
+    assert small.metrics["drift"]["case:b4"]["exact"] == 1.0
+    assert (large.verdict, large.reason) == (Verdict.WRONG, "quality"), large.detail
+    assert "0.5000 below" in large.detail
+    # Teacher-forced, this one is perfect: only the generated-ids check sees it.
+    assert (garbage.verdict, garbage.reason) == (Verdict.WRONG, "mismatch"), garbage.detail
+    assert "exact_fraction" in garbage.detail
+    # The kind's own drift mutants, through preflight (the proxy in front of the task's server).
+    from judge.preflight import run_preflight
+
+    report = run_preflight(cfg, home, only=["gen_worse_logprobs", "gen_teacher_forced_only"])
+    got = {row.mutant: (row.status, row.got) for row in report.rows}
+    assert report.ok, got
+    assert (
+        "quality" in got["gen_worse_logprobs"][1]
+        and "mismatch" in got["gen_teacher_forced_only"][1]
+    )
