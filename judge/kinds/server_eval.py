@@ -850,6 +850,10 @@ def baseline_references(
     from tasks.schema import task_root
 
     task, judge = cfg.task, cfg.judge
+    try:
+        check_correctness_settings(task.server)
+    except InfrastructureFault as exc:
+        raise BaselineBuildFailed(f"{exc} — fix task.yaml") from None
     sandbox = Sandbox(
         judge.sandbox,
         judge.device,
@@ -921,6 +925,37 @@ def baseline_references(
             times[s.name] = (max(r["ttft_s"] for r in results), float(reply["wall_s"]))
             if i % 8 == 7 or i == len(sets) - 1:
                 progress(f"  references {i + 1}/{len(sets)}")
+        if str(task.server.get("correctness", "tokens")) == "drift" and sets:
+            # A baseline that cannot score given continuations is said once, here, not as an
+            # ERROR in every evaluation.
+            first = sets[0]
+            forcing = str(task.server.get("teacher_forcing", "echo"))
+            reply = loadgen.call(
+                {
+                    "op": "score",
+                    "host": HOST,
+                    "port": PORT,
+                    "path": path,
+                    "model": str(task.server.model),
+                    "requests": [
+                        {"prompt": p, "continuation": row}
+                        for p, row in zip(
+                            first.prompts, arrays[f"tokens/{first.name}"].tolist(), strict=True
+                        )
+                    ],
+                    "concurrency": first.batch,
+                    "teacher_forcing": forcing,
+                    "timeout_s": 600,
+                },
+                timeout=660,
+            )
+            bad = [r for r in reply.get("results") or [{}] if not r.get("ok")]
+            if bad:
+                raise BaselineBuildFailed(
+                    f"the baseline server does not answer teacher-forced scoring"
+                    f" (teacher_forcing: {forcing}): {bad[0].get('detail', 'no reply')}"
+                    " — correctness: drift needs it (docs/tasks.md)"
+                )
     finally:
         for part in (loadgen, server):
             if part is not None:

@@ -224,13 +224,9 @@ def test_drift_path_through_the_real_judge(tmp_path, base_image):
     from judge.private import setup
     from judge.queue import JudgeQueue
     from judge.service import run_until_done
-    from tests.judge.test_server_docker import git_commit, make_task
+    from tests.judge.test_server_docker import git_commit
 
-    root = make_task(tmp_path / "task", name="serve_stub_drift", step_ms=5.0)
-    text = (root / "task.yaml").read_text().splitlines(keepends=True)
-    (root / "task.yaml").write_text(
-        "".join(DRIFT_SERVER if line.startswith("server:") else line for line in text)
-    )
+    root = _drift_task(tmp_path / "task", "serve_stub_drift")
     cfg = compose_judge_config([f"task={root}", f"judge.private_dir={tmp_path / 'judge'}"])
     assert cfg.task.server.correctness == "drift"
     home = setup(cfg)
@@ -269,3 +265,36 @@ def test_drift_path_through_the_real_judge(tmp_path, base_image):
         "quality" in got["gen_worse_logprobs"][1]
         and "mismatch" in got["gen_teacher_forced_only"][1]
     )
+
+
+def _drift_task(root: Path, name: str) -> Path:
+    from tests.judge.test_server_docker import make_task
+
+    make_task(root, name=name, step_ms=5.0)
+    text = (root / "task.yaml").read_text().splitlines(keepends=True)
+    (root / "task.yaml").write_text(
+        "".join(DRIFT_SERVER if line.startswith("server:") else line for line in text)
+    )
+    return root
+
+
+@pytest.mark.docker
+def test_a_drift_task_whose_baseline_cannot_score_is_one_line_at_setup(tmp_path, base_image):
+    from tasks.schema import PROJECT_ROOT
+
+    root = _drift_task(tmp_path / "task", "serve_stub_noscore")
+    server = root / "template" / "stub" / "server.py"
+    text = server.read_text()
+    assert 'if not req.get("stream", True):' in text
+    server.write_text(text.replace('if not req.get("stream", True):', "if False:", 1))
+    result = subprocess.run(
+        [sys.executable, "-m", "judge", "setup", f"task={root}",
+         f"judge.private_dir={tmp_path / 'judge'}"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "does not answer teacher-forced scoring" in last, result.stderr
