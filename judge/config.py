@@ -70,9 +70,15 @@ class JudgeConfig:
     # A request may take this many times the baseline's time for the same request, plus the floor.
     timeout_factor: float = 6.0
     timeout_floor_s: float = 5.0
+    # The judge's own baseline requests may take this many times their set-up time (every
+    # baseline limit is the candidate's for the same request times this / timeout_factor, the
+    # floor and load included): a baseline timeout convicts nothing but costs the evaluation.
+    baseline_timeout_factor: float = 24.0
     load_timeout_s: float = 60.0
     build_timeout_s: float = 120.0
-    # A timing-based failure is measured again (on fresh hidden sets) before it is charged.
+    # A timing-based failure is measured again (on fresh hidden sets) before it is charged; a
+    # request timeout is charged only if a retry in a fresh process also exceeds a limit made
+    # from the baseline's time on that request measured then (else ERROR, re-queued).
     confirm_timing_failures: bool = True
     # B=1 regression is charged only when an exact one-sided sign test over the B=1 pairs
     # rejects "median ratio <= 1 + the spec's limit" at this level: innocent code is convicted
@@ -142,6 +148,11 @@ def judge_problems(judge: Any) -> list[str]:
     for key in ("prefill_cap_factor", "timeout_factor"):
         if judge[key] <= 1.0:
             problems.append(f"judge.{key}={judge[key]}: must be above 1")
+    if judge.baseline_timeout_factor < judge.timeout_factor:
+        problems.append(
+            f"judge.baseline_timeout_factor={judge.baseline_timeout_factor}: must be at least"
+            f" judge.timeout_factor ({judge.timeout_factor})"
+        )
     for key in ("max_attempts", "preflight_parallel", "prefill_recheck_runs"):
         if judge[key] < 1:
             problems.append(f"judge.{key}={judge[key]}: must be at least 1")

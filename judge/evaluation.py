@@ -26,7 +26,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from omegaconf import DictConfig
@@ -92,6 +92,14 @@ def median_lower_bound(values: list[float], alpha: float) -> float:
     data = sorted(values)
     k = sign_test_count(len(data), alpha)
     return data[max(0, len(data) - k)]
+
+
+def retry_limit(first_s: float, base_now_s: float, factor: float, floor_s: float) -> float:
+    """The limit of a timed-out candidate request's one retry: ``factor`` times the baseline's
+    time on the same request measured just now, plus ``floor_s``, never below ``first_s`` (the
+    limit from the baseline's set-up time). On a machine that became slower since set-up the
+    baseline is slower now too, and so the limit grows with it."""
+    return max(first_s, factor * base_now_s + floor_s)
 
 
 def transition_walk(sizes: list[int], rng: np.random.Generator, start: int) -> list[int]:
@@ -277,6 +285,7 @@ class _Run:
         self.base: SandboxContainer | None = None
         self.base_engine: EngineProcess | None = None
         self.base_serve: list[str] = []
+        self.cand_serve: list[str] = []  # the candidate's serve argv (a timeout's retry uses it)
         self.warm_used = False  # self.base is the evaluator's warm container (staged pipeline)
         self.staged = getattr(self.judge, "pipeline", "staged") != "naive"
         self.workdir = self.home.evals / f"{job.id}-{job.attempts}"
@@ -325,9 +334,20 @@ class _Run:
         return name
 
     def timeout(self, set_name: str, op: str) -> float:
+        """A candidate request's limit: ``timeout_factor`` times the baseline's set-up time for
+        that request, plus the floor (reset: the floor). A timeout against it is charged only
+        once it holds against the baseline of the moment too (:meth:`confirm_timeout`)."""
+        if op == "reset":
+            return float(self.judge.timeout_floor_s)
         ref = self.home.references[self.fresh_like.get(set_name, set_name)]
         base = ref.prefill_s if op == "prefill" else ref.decode_s
         return self.judge.timeout_factor * base + self.judge.timeout_floor_s
+
+    def baseline_scale(self) -> float:
+        """How many times the candidate's limit the judge's own baseline request may take
+        (``baseline_timeout_factor / timeout_factor``, 4 by default): its failure convicts
+        nothing and costs the whole evaluation (ERROR, re-queued), so load alone must not."""
+        return max(1.0, self.judge.baseline_timeout_factor / self.judge.timeout_factor)
 
     def call(
         self, engine: EngineProcess, payload: dict[str, Any], timeout: float, context: str
@@ -368,11 +388,13 @@ class _Run:
         return reply, seconds
 
     def base_call(self, payload: dict[str, Any], timeout: float) -> tuple[dict[str, Any], float]:
-        """A baseline request. Call it inside ``self.cand.frozen()``: the candidate's processes
-        must not run while the baseline is timed. The baseline failing is the judge's fault."""
+        """A baseline request, ``timeout`` being the candidate's limit for the same request
+        (the baseline gets :meth:`baseline_scale` times it). Call it inside
+        ``self.cand.frozen()``: the candidate's processes must not run while the baseline is
+        timed. The baseline failing is the judge's fault."""
         assert self.base_engine is not None and self.cand is not None and self.cand.paused
         try:
-            reply, seconds = self.base_engine.request(payload, timeout)
+            reply, seconds = self.base_engine.request(payload, timeout * self.baseline_scale())
         except EngineFailure as failure:
             raise InfrastructureFault(f"baseline engine failed: {failure}") from None
         self.engine_s += seconds
@@ -383,24 +405,94 @@ class _Run:
 
     def run_set(self, engine: EngineProcess, set_name: str, context: str) -> Timed:
         """Prefill, decode, reset one hidden set on the candidate, every request timed."""
-        s = self.input_set(set_name)
         self.hidden_sent = True
-        _, prefill_s = self.call(
-            engine,
-            {"op": "prefill", "prompts": s.prompts},
-            self.timeout(set_name, "prefill"),
-            f"prefill of {context}",
+        seconds: list[float] = []
+        tokens = None
+        for op, payload, where in self.sequence(set_name, context):
+            try:
+                reply, took = self.call(engine, payload, self.timeout(set_name, op), where)
+            except Outcome as outcome:
+                if outcome.reason != "timeout" or not self.judge.confirm_timing_failures:
+                    raise
+                self.confirm_timeout(engine, set_name, op, context, outcome.detail)
+            seconds.append(took)
+            if op == "decode":
+                tokens = reply.get("tokens")
+        return Timed(*seconds, tokens)
+
+    def sequence(self, set_name: str, context: str) -> list[tuple[str, dict[str, Any], str]]:
+        """The requests of one run of ``set_name``: (op, payload, context of the request)."""
+        s = self.input_set(set_name)
+        return [
+            ("prefill", {"op": "prefill", "prompts": s.prompts}, f"prefill of {context}"),
+            (
+                "decode",
+                {"op": "decode", "steps": s.new_tokens, "margins": False},
+                f"decode of {context}",
+            ),
+            ("reset", {"op": "reset"}, f"reset after {context}"),
+        ]
+
+    def confirm_timeout(
+        self, engine: EngineProcess, set_name: str, op: str, context: str, first: str
+    ) -> NoReturn:
+        """A candidate request timed out: charge it only if it holds against the baseline now.
+
+        The baseline runs the same request now (the same prompts; this evaluation's baseline
+        engine, started here if the staged pipeline has not yet); the candidate gets one retry
+        in a fresh process, loaded, the same sequence up to that request, each under
+        :func:`retry_limit` of the baseline's time just measured. Over it again: WRONG
+        ``timeout``. Answered: ERROR ``infrastructure`` (re-queued, never charged), not a
+        verdict: the fresh process lacks the history of the one that timed out (the
+        correctness cases and the batch-size walk run in one process), so carrying on in it
+        would let a hang on purpose turn a transition into a fresh start.
+        """
+        assert self.cand is not None
+        engine.close()  # it may still answer late: nothing more is read from it
+        self.start_baseline()
+        base = self.base_set(set_name, decode=op != "prefill")
+        base_now = {"prefill": base.prefill_s, "decode": base.decode_s, "reset": base.reset_s}
+        factor, floor = self.judge.timeout_factor, self.judge.timeout_floor_s
+        limits = {
+            o: retry_limit(self.timeout(set_name, o), base_now[o], factor, floor) for o in base_now
+        }
+        self.log.append({"timeout_retry": context, "op": op, "baseline_now": base_now})
+        retry = self.cand.engine(self.cand_serve, f"{engine.label} (timeout retry)")
+        try:
+            self.call(retry, {"op": "load"}, self.judge.load_timeout_s, f"load (retry, {context})")
+            for o, payload, where in self.sequence(set_name, context):
+                try:
+                    self.call(retry, payload, limits[o], f"{where}, retried in a fresh process")
+                except Outcome as again:
+                    if again.reason == "timeout":
+                        again.detail += (
+                            f"; first try: {first}; the retry's limit is {factor:g}x the"
+                            f" baseline's {base_now[o]:.3f} s on the same request now"
+                            f" + {floor:g} s (never below the first try's"
+                            f" {self.timeout(set_name, o):.1f} s)"
+                        )
+                    raise
+                if o == op:
+                    break
+        finally:
+            retry.close()
+        raise InfrastructureFault(
+            f"machine too slow to judge now: {op} of {context} timed out ({first}) but answered"
+            f" in a fresh process within {limits[op]:.1f} s, {factor:g}x the baseline's"
+            f" {base_now[op]:.3f} s now + {floor:g} s"
         )
-        reply, decode_s = self.call(
-            engine,
-            {"op": "decode", "steps": s.new_tokens, "margins": False},
-            self.timeout(set_name, "decode"),
-            f"decode of {context}",
-        )
-        _, reset_s = self.call(
-            engine, {"op": "reset"}, self.judge.timeout_floor_s, f"reset after {context}"
-        )
-        return Timed(prefill_s, decode_s, reset_s, reply.get("tokens"))
+
+    def start_baseline(self) -> None:
+        """This evaluation's baseline engine, started and loaded if it is not yet (staged: in
+        the evaluator's warm container; naive starts it with the sandbox)."""
+        if self.base_engine is not None:
+            return
+        assert self.cand is not None
+        self.warm_used = True
+        self.base = self.evaluator.warm.container(self.cand)
+        with self.cand.frozen():
+            self.base_engine = self.base.engine(self.base_serve, "baseline")
+            self.base_call({"op": "load"}, self.judge.load_timeout_s)
 
     def base_set(self, set_name: str, decode: bool, margins: bool = False) -> Timed:
         """Prefill (and decode) one set on the baseline, the candidate frozen throughout.
@@ -421,7 +513,7 @@ class _Run:
                     self.timeout(set_name, "decode"),
                 )
                 tokens, gaps = reply.get("tokens"), reply.get("margins")
-            _, reset_s = self.base_call({"op": "reset"}, self.judge.timeout_floor_s)
+            _, reset_s = self.base_call({"op": "reset"}, self.timeout(set_name, "reset"))
         if decode:
             if set_name in self.fresh and set_name not in self.fresh_refs:
                 try:
@@ -664,6 +756,7 @@ class _Run:
             self.base_serve = serve
             # The judge's own generated mutants may be served through a wrapper in their tree.
             cand_serve = self.sandbox.serve_argv(candidate_serve(self.home, self.job) or serve)
+            self.cand_serve = cand_serve
             with self.cand.frozen():
                 if task.build:  # built as every candidate is; its failure is never theirs
                     try:
@@ -735,6 +828,7 @@ class _Run:
             self.base_serve = serve
             # The judge's own generated mutants may be served through a wrapper in their tree.
             cand_serve = self.sandbox.serve_argv(candidate_serve(self.home, self.job) or serve)
+            self.cand_serve = cand_serve
         if task.build:
             with self.stage("build"):
                 self.build_candidate()
@@ -750,11 +844,7 @@ class _Run:
             self.verify(set_name, early.tokens, "mismatch", context)
             early_s = time.perf_counter() - start
         with self.stage("baseline"):
-            self.warm_used = True
-            self.base = self.evaluator.warm.container(self.cand)
-            with self.cand.frozen():
-                self.base_engine = self.base.engine(serve, "baseline")
-                self.base_call({"op": "load"}, judge.load_timeout_s)
+            self.start_baseline()
         # The smallest set's prefill cap before the transitions: their timeouts come from the
         # stored baseline times, and a prefill doing the decode's work (too slow for the cap)
         # would otherwise time out there first, a verdict the naive order never gives.

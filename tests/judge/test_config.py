@@ -25,6 +25,7 @@ def test_defaults_compose() -> None:
         ("judge.b1_alpha=0", "must lie in (0, 0.5)"),
         ("judge.prefill_cap_factor=0.9", "must be above 1"),
         ("judge.max_attempts=0", "must be at least 1"),
+        ("judge.baseline_timeout_factor=3", "must be at least judge.timeout_factor"),
     ],
 )
 def test_bad_values_are_refused(override: str, words: str) -> None:

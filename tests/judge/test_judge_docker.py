@@ -191,5 +191,24 @@ def test_stale_state_is_caught_only_by_the_alternating_check(cfg, home, mutant_r
     assert missed.verdict is Verdict.PASS, missed.detail
 
 
+def test_a_hanging_candidate_is_wrong_timeout_after_its_retry(cfg, home, tmp_path):
+    """The task's hang patch (decode never answers): its decode times out, the baseline runs
+    the same request now, and the fresh process's retry times out too (charged: not ERROR)."""
+    import git
+
+    from isolation.gitutil import commit_all, template_repo
+    from tasks.schema import task_root
+
+    root = task_root(cfg.task)
+    repo, _ = template_repo(root / cfg.task.template, tmp_path / "hang")
+    git.Repo(repo).git.apply(str(root / "mutants" / "hang.patch"))
+    sha = commit_all(repo, "mutant hang")
+    job = JudgeQueue(home.queue_path).enqueue(arm="t", agent="w", repo=str(repo), commit=sha)
+    [hung] = run_until_done(cfg, home, [job])
+    assert (hung.verdict, hung.reason) == (Verdict.WRONG, "timeout"), hung.detail
+    assert "retried in a fresh process" in hung.detail and "first try:" in hung.detail
+    assert hung.attempts == 1
+
+
 def _as_overrides(cfg) -> list[str]:
     return ["task=decode_cpu", f"judge.private_dir={cfg.judge.private_dir}"]
