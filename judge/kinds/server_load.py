@@ -299,8 +299,10 @@ def continuation_logprobs(
     if len(values) < len(sent):
         raise ValueError("the reply echoes fewer positions than were sent")
     tokens = logprobs.get("tokens")
-    as_ids = isinstance(tokens, list) and len(tokens) >= len(sent) and all(
-        isinstance(x, str) and x.startswith("token_id:") for x in tokens[: len(sent)]
+    as_ids = (
+        isinstance(tokens, list)
+        and len(tokens) >= len(sent)
+        and all(isinstance(x, str) and x.startswith("token_id:") for x in tokens[: len(sent)])
     )
     if as_ids and [_token_id(x) for x in tokens[: len(sent)]] != sent:
         raise ValueError("the echoed tokens are not the ids sent")
