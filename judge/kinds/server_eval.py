@@ -35,17 +35,17 @@ import shutil
 import statistics
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from omegaconf import DictConfig
 
 from judge.checkout import extract_tree
-from judge.evaluation import median_lower_bound, sign_test_count
+from judge.evaluation import median_lower_bound, retry_limit, sign_test_count
 from judge.integrity import check_integrity
 from judge.kinds.server_sidecar import LoadGen, ServerProcess
 from judge.mutant import candidate_serve
@@ -77,6 +77,13 @@ def serve_argv(sandbox: Sandbox, serve: list[str]) -> list[str]:
 
 
 SERVER_ENV = {"SWARMLAB_SERVER_HOST": HOST, "SWARMLAB_SERVER_PORT": str(PORT)}
+
+
+def baseline_scale(judge: Any) -> float:
+    """How many times the candidate's limit the baseline server's run of the same requests may
+    take (``baseline_timeout_factor / timeout_factor``, as the decode kind's): its timeout
+    convicts nothing and costs the evaluation (ERROR), so load alone must not reach it."""
+    return max(1.0, float(judge.baseline_timeout_factor) / float(judge.timeout_factor))
 
 
 @dataclass
@@ -351,15 +358,29 @@ class _ServerRun:
         )
         return self.judge.timeout_factor * ref.decode_s * scale + self.judge.timeout_floor_s
 
+    def limit(self, side: Side, s: InputSet, retry_s: float | None) -> float:
+        """The deadline of one run of ``s`` on ``side``: the candidate's :meth:`run_timeout`
+        (or ``retry_s``, a timeout's retry), the baseline's :func:`baseline_scale` times it."""
+        limit = self.run_timeout(s) if retry_s is None else retry_s
+        return limit if side is self.cand else limit * baseline_scale(self.judge)
+
     def load(
-        self, side: Side, s: InputSet, concurrency: int, context: str, margins: bool = False
+        self,
+        side: Side,
+        s: InputSet,
+        concurrency: int,
+        context: str,
+        margins: bool = False,
+        retry_s: float | None = None,
     ) -> RunResult:
         """Stream every prompt of ``s`` to ``side`` at ``concurrency``. A candidate's failed
-        request is WRONG (``timeout``, ``crash``, ``protocol``); the baseline's is ERROR."""
+        request is WRONG (``timeout``, ``crash``, ``protocol``); the baseline's is ERROR. A
+        candidate's timeout is charged only once it holds against the baseline of the moment
+        (:meth:`confirm_timeout`); ``retry_s`` is that retry's limit."""
         candidate = side is self.cand
         if candidate:
             self.hidden_sent = True
-        timeout = self.run_timeout(s)
+        timeout = self.limit(side, s, retry_s)
         command = {
             "op": "run",
             "host": HOST,
@@ -390,12 +411,23 @@ class _ServerRun:
                 "crash": "the server exited or dropped the connection",
                 "protocol": "a reply that is not the contract's event stream",
             }[kind]
-            raise Outcome(
+            outcome = Outcome(
                 Verdict.WRONG,
                 kind,
                 f"{context}: {len(failed) or 1} of {s.batch} requests failed: {detail}"
                 f" ({str(first.get('detail', ''))[:120]})",
             )
+            if kind == "timeout" and retry_s is None and self.judge.confirm_timing_failures:
+                self.confirm_timeout(
+                    s,
+                    context,
+                    outcome.detail,
+                    lambda: self.base_load(s, concurrency, f"{context} (baseline now)").wall_s,
+                    lambda limit: self.load(
+                        side, s, concurrency, f"{context}, retried", margins, retry_s=limit
+                    ),
+                )
+            raise outcome
         ids = [list(r["ids"]) for r in results]
         itl = [g for r in results for g in r["itl_s"]]
         return RunResult(
@@ -493,9 +525,21 @@ class _ServerRun:
 
     def score(self, side: Side, s: InputSet, ref: np.ndarray, context: str) -> list[list[float]]:
         """Teacher-forced logprobs of the baseline's continuations ``ref`` after ``s``'s prompts
-        on ``side`` (each set's requests concurrent, as when it generated them)."""
+        on ``side`` (each set's requests concurrent, as when it generated them). A candidate's
+        timeout is charged only once it holds against the baseline of the moment."""
+        return self.timed_score(side, s, ref, context)[0]
+
+    def timed_score(
+        self,
+        side: Side,
+        s: InputSet,
+        ref: np.ndarray,
+        context: str,
+        retry_s: float | None = None,
+    ) -> tuple[list[list[float]], float]:
+        """:meth:`score` and the run's wall time; ``retry_s``: a timeout's retry limit."""
         candidate = side is self.cand
-        timeout = self.run_timeout(s)
+        timeout = self.limit(side, s, retry_s)
         command = {
             "op": "score",
             "host": HOST,
@@ -522,13 +566,78 @@ class _ServerRun:
                 raise InfrastructureFault(f"the baseline server failed a scoring request ({kind})")
             if kind != "crash" and not side.server.running():
                 kind = "crash"
-            raise Outcome(
+            outcome = Outcome(
                 Verdict.WRONG,
                 kind,
                 f"{context}: {len(failed) or 1} of {s.batch} teacher-forced scoring requests"
                 f" failed ({str(first.get('detail', ''))[:120]})",
             )
-        return [list(r["logprobs"]) for r in results]
+            if kind == "timeout" and retry_s is None and self.judge.confirm_timing_failures:
+                assert self.base is not None and self.cand is not None
+                base, cand = self.base, self.cand
+
+                def base_now() -> float:
+                    with cand.box.frozen():
+                        return self.timed_score(base, s, ref, f"{context} (baseline now)")[1]
+
+                self.confirm_timeout(
+                    s,
+                    context,
+                    outcome.detail,
+                    base_now,
+                    lambda limit: self.timed_score(
+                        side, s, ref, f"{context}, retried", retry_s=limit
+                    ),
+                )
+            raise outcome
+        return [list(r["logprobs"]) for r in results], float(reply.get("wall_s", 0.0))
+
+    def confirm_timeout(
+        self,
+        s: InputSet,
+        context: str,
+        first: str,
+        base_now: Callable[[], float],
+        retry: Callable[[float], object],
+    ) -> NoReturn:
+        """A candidate's run of ``s`` timed out: charge it only if it holds against the
+        baseline now (the decode kind's rule, :func:`judge.evaluation.retry_limit`).
+
+        ``base_now`` runs the same requests on the baseline server now, the candidate frozen,
+        and gives its wall time; ``retry`` runs them once more on the candidate under
+        ``timeout_factor`` x that + the floor (never below the first limit). Over it again:
+        WRONG ``timeout``, both limits and the baseline's time now in the detail. Answered:
+        ERROR ``infrastructure`` (re-queued, never charged), not a verdict.
+
+        The retry goes to the same server process, not a fresh one: requests over HTTP carry
+        no state from one to the next (the decode kind restarts its engine because a
+        process's batch-size history is part of what it judges), a restart would cost the
+        readiness wait again (a model's load) and need its own rule for failing it, and an
+        answered retry yields no verdict, so a server gains nothing from answering late. What
+        the abandoned first run still holds of the server is its own to release.
+        """
+        first_limit = self.run_timeout(s)
+        now = base_now()
+        factor, floor = float(self.judge.timeout_factor), float(self.judge.timeout_floor_s)
+        limit = retry_limit(first_limit, now, factor, floor)
+        self.log.append(
+            {"timeout_retry": context, "baseline_now_s": round(now, 4), "retry_s": round(limit, 3)}
+        )
+        try:
+            retry(limit)
+        except Outcome as again:
+            if again.reason == "timeout":
+                again.detail += (
+                    f"; first try: {first}; the retry's limit is {factor:g}x the baseline's"
+                    f" {now:.3f} s on the same requests now + {floor:g} s (never below the"
+                    f" first try's {first_limit:.1f} s)"
+                )
+            raise
+        raise InfrastructureFault(
+            f"machine too slow to judge now: {context} timed out ({first}) but answered on a"
+            f" retry within {limit:.1f} s, {factor:g}x the baseline's {now:.3f} s now"
+            f" + {floor:g} s"
+        )
 
     def correctness_drift(self, name: str, s: InputSet, ref: Reference, context: str) -> None:
         """The drift path on one stored set: generated ids, then teacher-forced quality."""
