@@ -77,8 +77,9 @@ class JudgeConfig:
     load_timeout_s: float = 60.0
     build_timeout_s: float = 120.0
     # A timing-based failure is measured again (on fresh hidden sets) before it is charged; a
-    # request timeout is charged only if a retry in a fresh process also exceeds a limit made
-    # from the baseline's time on that request measured then (else ERROR, re-queued).
+    # request timeout is charged only if a retry (decode: in a fresh process; server: on the
+    # same server) also exceeds a limit made from the baseline's time on that request measured
+    # then (else ERROR, re-queued).
     confirm_timing_failures: bool = True
     # B=1 regression is charged only when an exact one-sided sign test over the B=1 pairs
     # rejects "median ratio <= 1 + the spec's limit" at this level: innocent code is convicted
