@@ -9,6 +9,7 @@ from isolation import docker_client, taskenv
 from isolation.taskenv import TaskEnvironmentError, task_image, task_runtime
 from judge.config import SandboxConfig
 from judge.sandbox import Sandbox
+from tests.support.unique import SESSION
 
 pytestmark = pytest.mark.docker
 
@@ -35,7 +36,11 @@ def test_dockerfile_is_built_once_per_content_and_used_by_the_sandbox(tmp_path, 
         taskenv._IMAGES.clear()  # another process: the tag is found, nothing is rebuilt
         assert task_image(task, root, client) == (tag, image_id)
         sandbox = Sandbox(
-            SandboxConfig(), "cpu", owner="test", tag="img", runtime=task_runtime(task, root)
+            SandboxConfig(),
+            "cpu",
+            owner="test",
+            tag=f"img-{SESSION}",
+            runtime=task_runtime(task, root),
         )
         try:
             box = sandbox.container("candidate", root)

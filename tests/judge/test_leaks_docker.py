@@ -25,6 +25,7 @@ from judge.queue import Job
 from judge.sandbox import Sandbox
 from judge.verdict import Evaluation, Verdict
 from runner.gateway import verdict_line
+from tests.support.unique import SESSION
 
 pytestmark = pytest.mark.docker
 
@@ -115,7 +116,7 @@ def box(tmp_path_factory, base_image):
     (tree / "fake_engine.py").write_text(FAKE_ENGINE)
     for p in [tree, *tree.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
-    sandbox = Sandbox(SandboxConfig(memory=MEMORY), "cpu", owner="test", tag="leaks")
+    sandbox = Sandbox(SandboxConfig(memory=MEMORY), "cpu", owner="test", tag=f"leaks-{SESSION}")
     try:
         yield sandbox, sandbox.container("candidate", tree)
     finally:
@@ -201,7 +202,7 @@ def test_an_oom_kill_is_read_from_the_cgroup_not_dockers_flag(tmp_path, base_ima
     tree = tmp_path / "tree"
     tree.mkdir()
     tree.chmod(0o755)
-    sandbox = Sandbox(SandboxConfig(memory=MEMORY), "cpu", owner="test", tag="oom")
+    sandbox = Sandbox(SandboxConfig(memory=MEMORY), "cpu", owner="test", tag=f"oom-{SESSION}")
     try:
         fresh = sandbox.container("candidate", tree)
         assert fresh.oom_kills() == 0 and not fresh.oom_killed()

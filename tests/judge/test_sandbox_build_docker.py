@@ -10,6 +10,7 @@ import pytest
 from isolation.taskenv import TaskRuntime
 from judge.config import SandboxConfig
 from judge.sandbox import BUILD_HINT, Sandbox
+from tests.support.unique import SESSION
 
 ENGINE_C = r"""
 #include <stdio.h>
@@ -41,7 +42,7 @@ def _tree(tmp_path: Path) -> Path:
 @pytest.mark.docker
 def test_build_compiles_with_cc_into_build_and_serve_runs_it(tmp_path):
     tree = _tree(tmp_path)
-    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag="build")
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag=f"build-{SESSION}")
     try:
         box = sandbox.container("candidate", tree)
         code, output = sandbox.build(
@@ -68,7 +69,9 @@ def test_assets_are_mounted_read_only(tmp_path):
     weights.mkdir(parents=True)
     (weights / "w.bin").write_bytes(b"WEIGHTS")
     runtime = TaskRuntime(assets={"weights": str(weights)})
-    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag="assets", runtime=runtime)
+    sandbox = Sandbox(
+        SandboxConfig(), "cpu", owner="test", tag=f"assets-{SESSION}", runtime=runtime
+    )
     try:
         box = sandbox.container("candidate", tree)
         code, output = box.run([sandbox.python, "-I", "-c", PROBE], 60)
@@ -86,10 +89,10 @@ def test_assets_are_mounted_read_only(tmp_path):
 
 def test_device_goes_to_evaluation_containers(tmp_path, monkeypatch):
     monkeypatch.setattr("judge.sandbox.docker_client", lambda: None)
-    gpu = Sandbox(SandboxConfig(), "cuda:1", owner="test", tag="gpu")
+    gpu = Sandbox(SandboxConfig(), "cuda:1", owner="test", tag=f"gpu-{SESSION}")
     [request] = gpu.container_options("candidate", tmp_path)["device_requests"]
     assert request["DeviceIDs"] == ["1"] and request["Capabilities"] == [["gpu"]]
-    cpu = Sandbox(SandboxConfig(), "cpu", owner="test", tag="cpu")
+    cpu = Sandbox(SandboxConfig(), "cpu", owner="test", tag=f"cpu-{SESSION}")
     options = cpu.container_options("candidate", tmp_path)
     assert options["device_requests"] is None
     assert "exec" in options["tmpfs"]["/build"].split(",")

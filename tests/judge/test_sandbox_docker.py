@@ -12,6 +12,7 @@ import pytest
 from judge.config import SandboxConfig
 from judge.sandbox import EngineFailure, Sandbox, judge_cpuset
 from tasks.schema import PROJECT_ROOT
+from tests.support.unique import SESSION
 
 pytestmark = pytest.mark.docker
 
@@ -65,7 +66,7 @@ def test_candidate_sees_nothing_of_the_judge_and_no_network(tmp_path):
     secret = secret_dir / "seeds.json"
     secret.write_text('{"hidden_seed": 1}')
     tree = _tree(tmp_path, "")
-    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag="probe")
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag=f"probe-{SESSION}")
     try:
         box = sandbox.container("candidate", tree)
         code, output = box.run(
@@ -103,7 +104,7 @@ def test_engine_prints_cannot_corrupt_the_protocol_and_garbage_is_named(tmp_path
         "return {}", "print('tok/s 9999'); os.write(1, b'garbage\\n'); return {}"
     )
     tree = _tree(tmp_path, chatty)
-    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag="garbage")
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag=f"garbage-{SESSION}")
     try:
         box = sandbox.container("candidate", tree)
         engine = box.engine(sandbox.serve_argv(SERVE), "e")
@@ -138,7 +139,7 @@ def test_engine_prints_cannot_corrupt_the_protocol_and_garbage_is_named(tmp_path
 def test_frozen_freezes_every_process_and_thaws_them(tmp_path, freezer):
     tree = _tree(tmp_path, GARBAGE)
     sandbox = Sandbox(
-        SandboxConfig(), "cpu", owner="test", tag=f"freeze-{freezer}", freezer=freezer
+        SandboxConfig(), "cpu", owner="test", tag=f"freeze-{freezer}-{SESSION}", freezer=freezer
     )
     try:
         box = sandbox.container("candidate", tree)

@@ -20,6 +20,7 @@ from judge.sandbox import Sandbox
 from judge.service import run_until_done
 from judge.verdict import Verdict
 from tasks.schema import PROJECT_ROOT
+from tests.support.unique import SESSION
 
 pytestmark = pytest.mark.docker
 
@@ -118,7 +119,7 @@ def test_the_sidecar_reaches_the_server_and_nothing_else_is_shared(tmp_path, bas
     tree = tmp_path / "tree"
     tree.mkdir()
     shutil.copyfile(STUB, tree / "server.py")
-    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test-server", tag="sidecar")
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test-server", tag=f"sidecar-{SESSION}")
     try:
         box = sandbox.container("candidate", tree)
         argv = [sandbox.python, "-I", "-B", "server.py", "--port", "8000", "--step-ms", "1"]
