@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from judge.integrity import in_zone
 
 if TYPE_CHECKING:
     from judge.private import JudgeHome
@@ -63,3 +66,58 @@ def candidate_serve(home: JudgeHome, job: Job) -> list[str] | None:
         return None
     argv = overrides.get(job.commit)
     return [str(a) for a in argv] if isinstance(argv, list) else None
+
+
+def frozen_zone_mutants(template: Path, frozen: list[str]) -> list[Mutant]:
+    """Every kind's frozen-zone mutants of ``template``: one byte appended to its first frozen
+    file, and a file added inside its first frozen folder (``dir/**``); each a REJECT
+    ``frozen_zone``. None where the zone has no file (or no folder)."""
+    mutants = []
+    files = _frozen_files(template, frozen)
+    if files:
+        mutants.append(
+            Mutant(
+                name="gen_frozen_edit",
+                patch=None,
+                expect="REJECT",
+                reason="frozen_zone",
+                why=f"one byte appended to the frozen {files[0]}",
+                tree=partial(_edit_frozen_byte, rel=files[0]),
+                source="generated",
+            )
+        )
+    folders = [p[:-3] for p in frozen if p.endswith("/**")]
+    if folders:
+        added = f"{folders[0]}/generated_mutant_added.txt"
+        mutants.append(
+            Mutant(
+                name="gen_frozen_added",
+                patch=None,
+                expect="REJECT",
+                reason="frozen_zone",
+                why=f"a file added inside the frozen zone ({added})",
+                tree=partial(_add_frozen_file, rel=added),
+                source="generated",
+            )
+        )
+    return mutants
+
+
+def _edit_frozen_byte(tree: Path, rel: str) -> None:
+    path = tree / rel
+    # One byte more at the end: still valid source in every language the zone might hold.
+    path.write_bytes(path.read_bytes() + b"\n")
+
+
+def _add_frozen_file(tree: Path, rel: str) -> None:
+    path = tree / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("added by a generated mutant: any file added to the frozen zone\n")
+
+
+def _frozen_files(template: Path, frozen: list[str]) -> list[str]:
+    return sorted(
+        p.relative_to(template).as_posix()
+        for p in template.rglob("*")
+        if p.is_file() and in_zone(p.relative_to(template).as_posix(), frozen)
+    )

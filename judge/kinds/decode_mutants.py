@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from judge.integrity import in_zone
-from judge.mutant import Mutant
+from judge.mutant import Mutant, frozen_zone_mutants
 
 if TYPE_CHECKING:
     pass
@@ -59,26 +59,6 @@ def _add_wrapper(tree: Path, folder: str, settings: dict[str, object]) -> None:
     target.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(WRAPPER, target / "wrap.py")
     (target / "mutant.json").write_text(json.dumps(settings, indent=1) + "\n")
-
-
-def _edit_frozen_byte(tree: Path, rel: str) -> None:
-    path = tree / rel
-    # One byte more at the end: still valid source in every language the zone might hold.
-    path.write_bytes(path.read_bytes() + b"\n")
-
-
-def _add_frozen_file(tree: Path, rel: str) -> None:
-    path = tree / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("added by a generated mutant: any file added to the frozen zone\n")
-
-
-def _frozen_files(template: Path, frozen: list[str]) -> list[str]:
-    return sorted(
-        p.relative_to(template).as_posix()
-        for p in template.rglob("*")
-        if p.is_file() and in_zone(p.relative_to(template).as_posix(), frozen)
-    )
 
 
 def stale_reason(task: DictConfig) -> str:
@@ -222,32 +202,5 @@ def generated(cfg: DictConfig) -> list[Mutant]:
                 " batch's row 0 (state that survived reset)",
             )
         )
-    frozen = list(task.frozen)
-    files = _frozen_files(template, frozen)
-    if files:
-        mutants.append(
-            Mutant(
-                name="gen_frozen_edit",
-                patch=None,
-                expect="REJECT",
-                reason="frozen_zone",
-                why=f"one byte appended to the frozen {files[0]}",
-                tree=partial(_edit_frozen_byte, rel=files[0]),
-                source="generated",
-            )
-        )
-    folders = [p[:-3] for p in frozen if p.endswith("/**")]
-    if folders:
-        added = f"{folders[0]}/generated_mutant_added.txt"
-        mutants.append(
-            Mutant(
-                name="gen_frozen_added",
-                patch=None,
-                expect="REJECT",
-                reason="frozen_zone",
-                why=f"a file added inside the frozen zone ({added})",
-                tree=partial(_add_frozen_file, rel=added),
-                source="generated",
-            )
-        )
+    mutants += frozen_zone_mutants(template, list(task.frozen))
     return mutants

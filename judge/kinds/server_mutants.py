@@ -48,8 +48,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from judge.kinds.decode_mutants import _add_frozen_file, _edit_frozen_byte, _frozen_files, _wrap_dir
-from judge.mutant import Mutant
+from judge.kinds.decode_mutants import _wrap_dir
+from judge.mutant import Mutant, frozen_zone_mutants
 
 WRAPPER = Path(__file__).with_name("server_wrap.py")
 CHECK_REASONS = ("mismatch", "protocol", "timeout", "crash", "b1_regression")
@@ -198,32 +198,5 @@ def generated(cfg: DictConfig) -> list[Mutant]:
                 "perfect teacher-forced likelihoods, every generated id off by one",
             ),
         ]
-    frozen = list(task.frozen)
-    files = _frozen_files(template, frozen)
-    if files:
-        mutants.append(
-            Mutant(
-                name="gen_frozen_edit",
-                patch=None,
-                expect="REJECT",
-                reason="frozen_zone",
-                why=f"one byte appended to the frozen {files[0]}",
-                tree=partial(_edit_frozen_byte, rel=files[0]),
-                source="generated",
-            )
-        )
-    folders = [p[:-3] for p in frozen if p.endswith("/**")]
-    if folders:
-        added = f"{folders[0]}/generated_mutant_added.txt"
-        mutants.append(
-            Mutant(
-                name="gen_frozen_added",
-                patch=None,
-                expect="REJECT",
-                reason="frozen_zone",
-                why=f"a file added inside the frozen zone ({added})",
-                tree=partial(_add_frozen_file, rel=added),
-                source="generated",
-            )
-        )
+    mutants += frozen_zone_mutants(template, list(task.frozen))
     return mutants
