@@ -121,6 +121,22 @@ def transition_walk(sizes: list[int], rng: np.random.Generator, start: int) -> l
     return walk[::-1]
 
 
+def checked_tree(run: Any) -> Path:
+    """The job's tree, extracted into ``run.workdir/tree`` and checked against the frozen zone:
+    every kind's first two stages (``checkout``, ``integrity``), timed in ``run.stage``. A run
+    is any of the kinds' per-evaluation objects (``job``, ``task``, ``judge``, ``home``,
+    ``workdir``, ``stage``)."""
+    tree = run.workdir / "tree"
+    shutil.rmtree(tree, ignore_errors=True)
+    with run.stage("checkout"):
+        extract_tree(run.job.repo, run.job.commit, tree, run.judge.max_tree_mb << 20)
+    with run.stage("integrity"):
+        check_integrity(
+            tree, list(run.task.frozen), run.home.frozen_hashes, list(run.task.package_names)
+        )
+    return tree
+
+
 @dataclass
 class Timed:
     """One prefill -> decode -> reset sequence on an engine: its request times and tokens."""
@@ -730,14 +746,7 @@ class _Run:
         both containers started and the baseline built and loaded before the candidate's
         build; every freeze through the Docker API."""
         task, judge = self.task, self.judge
-        tree = self.workdir / "tree"
-        shutil.rmtree(tree, ignore_errors=True)
-        with self.stage("checkout"):
-            extract_tree(self.job.repo, self.job.commit, tree, judge.max_tree_mb << 20)
-        with self.stage("integrity"):
-            check_integrity(
-                tree, list(task.frozen), self.home.frozen_hashes, list(task.package_names)
-            )
+        tree = checked_tree(self)
         with self.stage("sandbox"):
             self.sandbox = Sandbox(
                 judge.sandbox,
@@ -807,14 +816,7 @@ class _Run:
         A WRONG at build, the first set or the transitions pays for no baseline at all.
         """
         task, judge = self.task, self.judge
-        tree = self.workdir / "tree"
-        shutil.rmtree(tree, ignore_errors=True)
-        with self.stage("checkout"):
-            extract_tree(self.job.repo, self.job.commit, tree, judge.max_tree_mb << 20)
-        with self.stage("integrity"):
-            check_integrity(
-                tree, list(task.frozen), self.home.frozen_hashes, list(task.package_names)
-            )
+        tree = checked_tree(self)
         with self.stage("sandbox"):
             self.sandbox = Sandbox(
                 judge.sandbox,

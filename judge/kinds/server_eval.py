@@ -44,9 +44,7 @@ from typing import Any, NoReturn
 import numpy as np
 from omegaconf import DictConfig
 
-from judge.checkout import extract_tree
-from judge.evaluation import median_lower_bound, retry_limit, sign_test_count
-from judge.integrity import check_integrity
+from judge.evaluation import checked_tree, median_lower_bound, retry_limit, sign_test_count
 from judge.kinds.server_sidecar import LoadGen, ServerProcess
 from judge.mutant import candidate_serve
 from judge.private import (
@@ -735,14 +733,7 @@ class _ServerRun:
     def pipeline(self) -> None:
         task, judge = self.task, self.judge
         check_correctness_settings(self.server_cfg)
-        tree = self.workdir / "tree"
-        shutil.rmtree(tree, ignore_errors=True)
-        with self.stage("checkout"):
-            extract_tree(self.job.repo, self.job.commit, tree, judge.max_tree_mb << 20)
-        with self.stage("integrity"):
-            check_integrity(
-                tree, list(task.frozen), self.home.frozen_hashes, list(task.package_names)
-            )
+        tree = checked_tree(self)
         with self.stage("sandbox"):
             self.sandbox = Sandbox(
                 judge.sandbox,
