@@ -24,6 +24,12 @@ direction, as an integrator would; first steps first) whose requirements its bas
 applies the patch with ``git apply --3way``, commits (a ``Move:`` trailer names the move),
 runs ``submit --wait`` and posts the ``result``. A conflict or an unmet requirement is a
 ``dead_end`` pinned to the base commit and the move, and so is a PASS no faster than its base.
+When its own direction's next moves need a move a teammate has already submitted (a
+``refs/submissions/<author>/<n>`` whose ``Move:`` trailers hold it, with no ``result`` on the
+board yet), it posts that it waits and waits for that verdict instead of doing the same work
+twice: a PASS faster than its base is relayed onto; anything else ends the wait and it goes on
+(the wait ends on a verdict, a count; ``SWARMLAB_SCRIPTED_WAIT_S`` only bounds a teammate that
+never posts).
 The best PASS becomes the base. A critic's ``review`` that finds a bug in a commit makes it drop
 any base built on that commit (or holding the move the critic blames) and never relay onto one.
 Out of moves, it sweeps the library's parameters on its best engine, retries moves that did not
@@ -63,7 +69,8 @@ Environment: ``SWARMLAB_AGENT`` (its name), ``SWARMLAB_KEEP_GOING``, the tools' 
 (``SWARMLAB_REPO``, ``SWARMLAB_NOTES``, ``SWARMLAB_SUBMISSIONS``, ...; defaults ``/work/...``),
 and knobs for tests: ``SWARMLAB_SCRIPTED_POLL_S`` (board polling, default 5),
 ``SWARMLAB_SCRIPTED_IDLE_S`` (how long a worker with nothing left watches the board before
-exiting, default 120), ``SWARMLAB_SCRIPTED_MAX_ACTIONS`` (stop after that many actions),
+exiting, default 120), ``SWARMLAB_SCRIPTED_WAIT_S`` (the longest wait for a teammate's
+verdict, default 900), ``SWARMLAB_SCRIPTED_MAX_ACTIONS`` (stop after that many actions),
 ``SWARMLAB_CRITIC_CHECK_TIMEOUT`` (default 600 s), ``SWARMLAB_REPLY_TIMEOUT`` (how long a
 request found in the outbox after a restart is waited for, default 120 s, as the tools).
 """

@@ -25,10 +25,17 @@ class Git:
         self("reset", "-q", "--hard", commit)
         self("clean", "-q", "-fdx")
 
-    def moves_in(self, commit: str) -> list[str]:
-        """The moves in `commit`'s history, oldest first (``Move:`` trailers)."""
+    def moves_in(self, commit: str, git_dir: Path | None = None) -> list[str]:
+        """The moves in `commit`'s history, oldest first (``Move:`` trailers); in the clone, or
+        in the repository `git_dir` (the arm's submissions, for a commit not fetched)."""
+        where = ["--git-dir", str(git_dir)] if git_dir is not None else []
         out = self(
-            "log", "--reverse", "--format=%(trailers:key=Move,valueonly,separator=%x2C)", commit
+            *where,
+            "log",
+            "--reverse",
+            "--format=%(trailers:key=Move,valueonly,separator=%x2C)",
+            commit,
+            check=git_dir is None,
         )
         names: list[str] = []
         for line in out.splitlines():
@@ -64,6 +71,24 @@ class Git:
             say(f"fetch {ref} failed: {(done.stdout + done.stderr).strip()[-200:]}")
             return False
         return self.has(commit)
+
+    def submitted(self, submissions: Path) -> list[tuple[str, int, str]]:
+        """Every submission of the arm so far: (author, number, commit), from its refs."""
+        out = self(
+            "--git-dir",
+            str(submissions),
+            "for-each-ref",
+            "--format=%(refname:strip=2) %(objectname)",
+            "refs/submissions/",
+            check=False,
+        )
+        found = []
+        for line in out.splitlines():
+            name, _, commit = line.partition(" ")
+            author, _, number = name.rpartition("/")
+            if author and number.isdigit() and commit:
+                found.append((author, int(number), commit))
+        return found
 
     def commit_all(self, message: str) -> str:
         self("add", "-A")

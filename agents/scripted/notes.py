@@ -73,6 +73,9 @@ class State:
     trees: dict[str, dict[str, Any]] = field(default_factory=dict)  # critic: tree -> review
     unmet_posted: list[str] = field(default_factory=list)  # "moves|missing" already posted
     idle_since: float | None = None
+    others_judged: list[str] = field(default_factory=list)  # commits others posted a result for
+    waiting_since: float | None = None  # waiting for a teammate's submission (``Worker.awaited``)
+    waits_posted: list[str] = field(default_factory=list)  # "author/number" waits announced
     actions: int = 0
     starts: int = 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, Literal
 
 from agents.scripted.library import MoveSpec
 from agents.scripted.notes import Attempt, Pass
@@ -17,6 +17,8 @@ RELAY_MARGIN = 1.02
 RELAY_P = 0.35
 # Chance of taking the library's next move rather than another eligible one.
 FIRST_P = 0.75
+
+Outcome = Literal["acted", "waiting", "idle"]
 
 
 def conflicted_files(lines: list[str]) -> set[str]:
@@ -50,10 +52,17 @@ class Worker(Submitter):
             if self.maybe_relay():
                 self.save()
                 continue
-            acted = self.act()
+            outcome = self.act()
+            if outcome != "waiting":
+                self.state.waiting_since = None
             self.save()
-            if acted:
+            if outcome == "acted":
                 self.state.idle_since = None
+                continue
+            if outcome == "waiting":
+                # Not idle: a teammate's verdict is on its way (a count, not a clock, ends this).
+                self.state.idle_since = None
+                self.sleep(self.poll)
                 continue
             if self.state.idle_since is None:
                 self.state.idle_since = time.time()
@@ -76,6 +85,8 @@ class Worker(Submitter):
         for row in rows:
             refs = row.get("refs") or {}
             kind, author = row.get("kind"), row.get("author")
+            if kind == "result" and author != self.agent and refs.get("commit"):
+                self.state.others_judged.append(str(refs["commit"]))
             if kind == "result" and author != self.agent and refs.get("verdict") == "PASS":
                 x, commit = as_float(refs.get("x_baseline")), refs.get("commit")
                 if x is not None and commit:
@@ -249,18 +260,19 @@ class Worker(Submitter):
             return moves[0]
         return moves[1 + self.rng.randrange(len(moves) - 1)]
 
-    def act(self) -> bool:
-        """Do one thing; False when nothing is left to do on this base."""
+    def act(self) -> Outcome:
+        """Do one thing: ``acted``; ``waiting`` for a teammate's verdict on what our next moves
+        need; ``idle`` when nothing is left to do on this base."""
         recent = [a.outcome for a in self.state.attempts[-3:]]
         if len(recent) == 3 and set(recent) == {"refused"}:
-            return False  # the gateway refuses our submissions (a cap?): nothing to do
+            return "idle"  # the gateway refuses our submissions (a cap?): nothing to do
         base = self.state.base or "HEAD"
         have = set(self.git.moves_in(base))
         for phase_two in (False, True):
             moves = self.eligible(have, phase_two)
             if moves:
                 self.try_move(self.pick(moves), have)
-                return True
+                return "acted"
             if not phase_two:
                 # Our own direction's next moves need something this base lacks: say so once.
                 unmet = [
@@ -277,12 +289,52 @@ class Worker(Submitter):
                 if unmet and key not in self.state.unmet_posted:
                     self.state.unmet_posted.append(key)
                     self.record_unmet(unmet, have)
-                    return True
+                    return "acted"
+                if self.awaited(self.wanted(have)):
+                    return "waiting"
         if self.try_sweep(have):
-            return True
+            return "acted"
         # No re-measure of the base: that is a tree the arm had judged already, and the runner
         # re-judges every arm's best itself, alike for every arm.
-        return self.retry_variant(have)
+        return "acted" if self.retry_variant(have) else "idle"
+
+    def awaited(self, missing: set[str]) -> list[tuple[str, int, str]]:
+        """Teammates' submissions still without a result on the board whose code holds a move
+        our own direction needs (`missing`): rather than play that move too, wait for their
+        verdict and relay onto it (``maybe_relay``); a non-PASS, or a PASS no faster than our
+        base, ends the wait and we do it ourselves. ``SWARMLAB_SCRIPTED_WAIT_S`` (default 900)
+        bounds a wait for a teammate that never posts its result."""
+        if not missing:
+            return []
+        if self.state.waiting_since is not None and time.time() - self.state.waiting_since >= (
+            env_float("SWARMLAB_SCRIPTED_WAIT_S", 900.0)
+        ):
+            return []
+        judged = set(self.state.others_judged) | {a.commit for a in self.state.attempts}
+        pending = []
+        for author, number, commit in self.git.submitted(self.submissions):
+            if author == self.agent or commit in judged:
+                continue
+            if missing & set(self.git.moves_in(commit, git_dir=self.submissions)):
+                pending.append((author, number, commit))
+        if not pending:
+            return []
+        if self.state.waiting_since is None:
+            self.state.waiting_since = time.time()
+        for author, number, commit in pending:
+            key = f"{author}/{number}"
+            if key not in self.state.waits_posted:
+                self.state.waits_posted.append(key)
+                holds = sorted(missing & set(self.git.moves_in(commit, git_dir=self.submissions)))
+                self.tools.post(
+                    "note",
+                    f"waiting for {author}'s submission {number} ({short(commit)}): it holds "
+                    f"{', '.join(holds)}, which my next moves need; I will build on it if it "
+                    "PASSes faster than my base rather than do the same work twice.",
+                    {"waiting_for": commit, "author": author, "submission": number},
+                )
+                self.notes.log(f"waiting for {author}'s submission {number} ({', '.join(holds)})")
+        return pending
 
     # -- doing --
 

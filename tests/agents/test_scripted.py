@@ -323,6 +323,61 @@ def test_worker_and_critic_relay_review_and_recover_end_to_end(tmp_path) -> None
     assert (arm.agents["w3"].notes / "NOTES.md").read_text().count("\n") >= 5
 
 
+@pytest.mark.parametrize("teammate", ["PASS", "WRONG"])
+def test_a_blocked_worker_waits_for_a_teammates_verdict_on_what_it_needs(tmp_path, teammate):
+    """The head worker's batched moves need step_rows_together, which its teammate w4 has
+    submitted but the board has no verdict for yet. Rather than play the same move itself it
+    waits (and says so), for a count, not a clock: the teammate's verdict. A faster PASS is
+    relayed onto and built on; a WRONG ends the wait and the worker does the move itself."""
+    arm = make_arm(tmp_path, [Seat("w3", "worker", "head"), Seat("w4", "worker")])
+    master = git("rev-parse", "master", cwd=arm.origin)
+    theirs = commit_moves(arm, ["step_rows_together"], "w4", 1)
+    deadline = time.time() + 120
+    with stand_in(arm, _library()) as gateway:
+        gateway.count = 1
+        worker = start_agent(arm, "w3", seed=1, deadline=deadline, SWARMLAB_SCRIPTED_IDLE_S="60")
+        try:
+            mine = lambda: [r for r in gateway.board if r["author"] == "w3"]  # noqa: E731
+            _wait("the wait announced", lambda: any("waiting_for" in r["refs"] for r in mine()),
+                  worker)  # fmt: skip
+            note = next(r for r in mine() if "waiting_for" in r["refs"])
+            assert note["refs"]["waiting_for"] == theirs and "step_rows_together" in note["text"]
+            time.sleep(1.0)  # ten polls: still waiting, nothing more submitted
+            assert [r["refs"]["move"] for r in mine() if r["kind"] == "result"] == ["head_cache"]
+            refs = {
+                "verdict": teammate,
+                "commit": theirs,
+                "submission": "1",
+                "move": "step_rows_together",
+                "base": master,
+                "moves": "step_rows_together",
+            }
+            if teammate == "PASS":
+                refs |= {"x_baseline": "1.8", "score": "1080"}
+            gateway.post("w4", "worker", "result", f"{teammate}: step_rows_together", refs)
+            if teammate == "PASS":
+                _wait("a result after the teammate's",
+                      lambda: sum(r["kind"] == "result" for r in mine()) >= 2, worker)  # fmt: skip
+            else:
+                done = lambda: any(r["refs"].get("move") == "step_rows_together" for r in mine())  # noqa: E731
+                _wait("its own step_rows_together", done, worker)
+        finally:
+            worker.terminate()
+            worker.communicate(timeout=30)
+    results = [r for r in mine() if r["kind"] == "result"]
+    relays = [r for r in mine() if r["kind"] == "relay"]
+    if teammate == "PASS":
+        assert [r["refs"]["commit"] for r in relays] == [theirs]
+        assert results[1]["refs"]["base"] == theirs and results[1]["refs"]["move"] != (
+            "step_rows_together"
+        )
+    else:
+        assert relays == []  # a WRONG is nothing to build on: it does the move itself
+        own = next(r for r in results if r["refs"]["move"] == "step_rows_together")
+        with pytest.raises(GitError):
+            git("merge-base", "--is-ancestor", theirs, own["refs"]["commit"], cwd=arm.submissions)
+
+
 def _mini_library(tmp_path: Path) -> Path:
     """Five moves (a restructure, a cache, a batched head, a wrong head, a rule break) and the
     sweeps: enough for a worker to run out of everything in a few seconds."""
