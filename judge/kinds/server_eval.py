@@ -65,6 +65,12 @@ PORT = 8000
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
 
+TEXT_DRIFT = (
+    "server.correctness: drift needs prompts of token ids (teacher forcing sends prompt +"
+    " continuation as ids); the generator yielded text"
+)
+
+
 def serve_argv(sandbox: Sandbox, serve: list[str]) -> list[str]:
     """A server task's ``serve`` argv: ``{python}``/``{build}`` as for every kind, plus the
     address the judge gives it (``{host}``, ``{port}``)."""
@@ -696,6 +702,8 @@ class _ServerRun:
     def correctness_drift(self, name: str, s: InputSet, ref: Reference, context: str) -> None:
         """The drift path on one stored set: generated ids, then teacher-forced quality."""
         assert self.cand is not None and self.base is not None
+        if any(isinstance(p, str) for p in s.prompts):
+            raise InfrastructureFault(TEXT_DRIFT)
         got = self.load(self.cand, s, s.batch, context)
         margins = ref.margins if ref.margins is not None else np.full(ref.tokens.shape, np.inf)
         matched = matching_rows(got.ids, ref.tokens, margins, self.near_margin())
@@ -1094,6 +1102,8 @@ def baseline_references(
             if i % 8 == 7 or i == len(sets) - 1:
                 progress(f"  references {i + 1}/{len(sets)}")
         if str(task.server.get("correctness", "tokens")) == "drift" and sets:
+            if any(isinstance(p, str) for s in sets for p in s.prompts):
+                raise BaselineBuildFailed(f"{TEXT_DRIFT} — fix task.yaml or the generator")
             # A baseline that cannot score given continuations is said once, here, not as an
             # ERROR in every evaluation.
             first = sets[0]

@@ -353,3 +353,29 @@ def test_serve_cpu_chat_refuses_what_is_not_ids_and_answers_whole(serve_cpu):
     choice = body["choices"][0]
     assert choice["token_ids"] == want
     assert choice["message"]["content"] == " ".join(map(str, want))
+
+
+TEXT_GENERATOR = """\
+def make_prompts(seed, batch, prompt_len, vocab):
+    return [f"prompt {seed % 97} number {i}" for i in range(batch)]
+"""
+
+
+@pytest.mark.parametrize("kind", ["server", "decode"])
+def test_a_generator_may_yield_text_prompts_for_a_server_task_only(tmp_path, kind):
+    from judge.private import TaskInputError, draw_set
+
+    (tmp_path / "gen.py").write_text(TEXT_GENERATOR)
+    task = OmegaConf.create(
+        {"root": str(tmp_path), "inputs": "gen.py:make_prompts", "vocab": 16, "kind": kind}
+    )
+    if kind == "decode":
+        with pytest.raises(TaskInputError, match="prompt 0 as text"):
+            draw_set(task, 3, "x", 2, [1, 4], 5)
+        return
+    drawn = draw_set(task, 3, "x", 2, [1, 4], 5)
+    assert all(isinstance(p, str) for p in drawn.prompts) and len(drawn.prompts) == 2
+    # Sent as they are: the completions prompt is the text, the chat message's content too.
+    assert request_body("m", drawn.prompts[0], 5, False)["prompt"] == drawn.prompts[0]
+    chat = request_body("m", drawn.prompts[0], 5, False, "chat")
+    assert chat["messages"][0]["content"] == drawn.prompts[0]
