@@ -10,7 +10,11 @@ interleaved, the candidate frozen while the baseline is timed; every limit is re
 - Correctness: each case's stored prompts (``batch`` concurrent requests, ``new_tokens`` =
   ``max_tokens``), then its confirmation set: every request's generated ids must equal the
   baseline's recorded at set-up; a first divergence where the baseline's top-2 logprob margin
-  is under ``judge.near_tie_margin`` is a near tie, as in the decode kind.
+  is under ``judge.near_tie_margin`` is a near tie, as in the decode kind. With
+  ``server.token_ids: text`` (a server without ids) the generated text is compared instead,
+  as its code points, exactly (no margins, no near ties).
+- ``server.endpoint``: ``completions`` or ``chat`` (the load generator's body and chunk
+  parser; :mod:`judge.kinds.server_load`); drift is completions-only.
 - Drift (``server.correctness: drift``, for servers that are not batch-invariant): per set,
   at least ``server.exact_fraction`` of the requests generate the baseline's ids exactly (else
   WRONG ``mismatch``) AND the candidate's teacher-forced mean per-token log-likelihood of the
