@@ -327,8 +327,12 @@ class _ServerRun:
         self.eval_seed = secrets.randbits(62)
         self.log.append({"eval_seed": self.eval_seed})
         self.source = str(self.server_cfg.token_ids)
-        self.text_mode = self.source == "text"
         self.drift = str(self.server_cfg.get("correctness", "tokens")) == "drift"
+
+    @property
+    def text_mode(self) -> bool:
+        """``token_ids: text``: the generated text is compared, as code points, exactly."""
+        return self.source == "text"
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -438,7 +442,7 @@ class _ServerRun:
             "concurrency": concurrency,
             "logprobs": margins,
             "token_source": self.source,
-            "endpoint": str(self.server_cfg.endpoint),
+            "endpoint": str(self.server_cfg.get("endpoint", "completions")),
             "timeout_s": timeout,
         }
         reply = side.loadgen.call(command, timeout=timeout + 60.0)
