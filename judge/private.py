@@ -52,7 +52,7 @@ class InputSet:
     """One hidden prompt set and how many tokens to decode for it."""
 
     name: str
-    prompts: list[list[int]]
+    prompts: list[list[int]]  # a server task's generator may yield texts (str) instead
     new_tokens: int
 
     @property
@@ -162,17 +162,22 @@ def draw_set(task: DictConfig, seed: int, name: str, batch: int, prompt_len, new
             f"({' '.join(str(exc).split())}) for batch={batch}, prompt_len=[{lo}, {hi}],"
             f" vocab={task.vocab}: fix the generator"
         ) from None
-    problem = _shape_problem(prompts, int(batch), lo, hi, int(task.vocab))
+    # A server task's generator may yield text prompts (str), sent as they are (docs/tasks.md).
+    text_ok = str(task.get("kind", "decode")) == "server"
+    problem = _shape_problem(prompts, int(batch), lo, hi, int(task.vocab), text_ok)
     if problem:
         raise TaskInputError(
             f"{file}: {task.inputs} returned {problem} for batch={batch}, "
             f"prompt_len=[{lo}, {hi}], vocab={task.vocab}: it must return a list of `batch` "
             "lists of token ids in [0, vocab), each of a length in prompt_len"
         )
-    return InputSet(name, [[int(t) for t in p] for p in prompts], int(new_tokens))
+    rows = [p if isinstance(p, str) else [int(t) for t in p] for p in prompts]
+    return InputSet(name, rows, int(new_tokens))
 
 
-def _shape_problem(prompts, batch: int, lo: int, hi: int, vocab: int) -> str | None:
+def _shape_problem(
+    prompts, batch: int, lo: int, hi: int, vocab: int, text_ok: bool = False
+) -> str | None:
     try:
         rows = list(prompts)
     except TypeError:
@@ -180,6 +185,12 @@ def _shape_problem(prompts, batch: int, lo: int, hi: int, vocab: int) -> str | N
     if len(rows) != batch:
         return f"{len(rows)} prompts, not {batch}"
     for i, row in enumerate(rows):
+        if isinstance(row, str):
+            if not text_ok:
+                return f"prompt {i} as text, which only a server task may send"
+            if not row:
+                return f"prompt {i} as an empty text"
+            continue  # a text's length in tokens is the server's tokenizer's
         try:
             ids = list(row)
         except TypeError:

@@ -93,10 +93,15 @@ class ServerConfig:
         model: the ``model`` field every request carries.
         ready_path: the readiness URL path (200 when the server is up).
         ready_timeout_s: how long the server may take to come up (longer: WRONG ``timeout``).
-        endpoint: ``completions`` (``/v1/completions``) or ``chat`` (``/v1/chat/completions``).
+        endpoint: ``completions`` (``/v1/completions``) or ``chat`` (``/v1/chat/completions``,
+            the prompt as one user message; not with ``correctness: drift``).
+        chat_prompt: with ``chat``, how a prompt of ids becomes the message's text: ``ids``
+            (the ids as decimal numbers separated by single spaces), the only value so far.
         concurrency: the concurrency levels measured; ``timing.batch`` is the headline's.
         token_ids: where generated ids are read: each chunk's ``token_ids``, or
-            ``logprobs`` (``logprobs.tokens`` as ``"token_id:N"``).
+            ``logprobs`` (``logprobs.tokens``, chat: ``logprobs.content[i].token``, as
+            ``"token_id:N"``), or ``text`` (a server that returns no ids: the generated text
+            is compared with the baseline's exactly, no near ties).
         correctness: ``tokens``: every request's generated ids equal the baseline's (near
             ties by top-2 margins); ``drift``: for servers that are not batch-invariant
             (vLLM on a GPU), at least ``exact_fraction`` of each set's requests generate the
@@ -117,6 +122,7 @@ class ServerConfig:
     ready_path: str = "/v1/models"
     ready_timeout_s: float = 60.0
     endpoint: str = "completions"
+    chat_prompt: str = "ids"
     concurrency: list[int] = field(default_factory=lambda: [1, 16])
     token_ids: str = "token_ids"
     correctness: str = "tokens"

@@ -1,7 +1,8 @@
 """The ``server`` kind: an OpenAI-compatible inference server (vLLM-shaped: streaming
-``/v1/completions`` with token ids), started by the task's ``serve`` in the sandbox and scored
-by the judge's own load generator as aggregate output tok/s at the headline concurrency
-against the frozen baseline server (``judge.kinds.server_eval``; docs/tasks.md)."""
+``/v1/completions`` or ``/v1/chat/completions`` with token ids), started by the task's
+``serve`` in the sandbox and scored by the judge's own load generator as aggregate output
+tok/s at the headline concurrency against the frozen baseline server
+(``judge.kinds.server_eval``; docs/tasks.md)."""
 
 from __future__ import annotations
 

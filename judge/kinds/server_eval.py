@@ -10,7 +10,11 @@ interleaved, the candidate frozen while the baseline is timed; every limit is re
 - Correctness: each case's stored prompts (``batch`` concurrent requests, ``new_tokens`` =
   ``max_tokens``), then its confirmation set: every request's generated ids must equal the
   baseline's recorded at set-up; a first divergence where the baseline's top-2 logprob margin
-  is under ``judge.near_tie_margin`` is a near tie, as in the decode kind.
+  is under ``judge.near_tie_margin`` is a near tie, as in the decode kind. With
+  ``server.token_ids: text`` (a server without ids) the generated text is compared instead,
+  as its code points, exactly (no margins, no near ties).
+- ``server.endpoint``: ``completions`` or ``chat`` (the load generator's body and chunk
+  parser; :mod:`judge.kinds.server_load`); drift is completions-only.
 - Drift (``server.correctness: drift``, for servers that are not batch-invariant): per set,
   at least ``server.exact_fraction`` of the requests generate the baseline's ids exactly (else
   WRONG ``mismatch``) AND the candidate's teacher-forced mean per-token log-likelihood of the
@@ -65,6 +69,12 @@ PORT = 8000
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
 
+TEXT_DRIFT = (
+    "server.correctness: drift needs prompts of token ids (teacher forcing sends prompt +"
+    " continuation as ids); the generator yielded text"
+)
+
+
 def serve_argv(sandbox: Sandbox, serve: list[str]) -> list[str]:
     """A server task's ``serve`` argv: ``{python}``/``{build}`` as for every kind, plus the
     address the judge gives it (``{host}``, ``{port}``)."""
@@ -94,10 +104,14 @@ class RunResult:
     itl_s: list[float]
     total_s: list[float]
     margins: list[list[float | None]] | None = None
+    counts: list[int] | None = None  # tokens per request where they are not ``len(ids)``
 
     @property
     def tokens(self) -> int:
-        """Output tokens received (counted from the ids, never from the server's usage)."""
+        """Output tokens received (counted from the ids, never from the server's usage; in
+        ``token_ids: text`` mode, from the chunks that carried text, capped by the client)."""
+        if self.counts is not None:
+            return sum(self.counts)
         return sum(len(row) for row in self.ids)
 
     @property
@@ -121,11 +135,28 @@ class Side:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+PAD = -1  # pads the rows of a ``token_ids: text`` reference (code points) to one length
+
+
+def ref_rows(ref: np.ndarray) -> list[list[int]]:
+    """A reference's rows, the padding of a text reference dropped (ids are never negative)."""
+    rows = ref.tolist()
+    if ref.size and int(ref.min()) < 0:
+        rows = [[v for v in row if v != PAD] for row in rows]
+    return rows
+
+
+def padded(rows: list[list[int]]) -> np.ndarray:
+    """Rows of different lengths (a text reference's code points) as one array, ``PAD`` after."""
+    width = max((len(r) for r in rows), default=0)
+    return np.asarray([list(r) + [PAD] * (width - len(r)) for r in rows], dtype=np.int64)
+
+
 def first_difference(got: list[list[int]], ref: np.ndarray) -> tuple[int, int, int] | None:
     """None if every request's ids equal its reference row; else (requests differing, first
     request, first step). A row of another length differs at the first step past the shorter."""
     rows = []
-    for i, want in enumerate(ref.tolist()):
+    for i, want in enumerate(ref_rows(ref)):
         have = got[i] if i < len(got) else []
         step = next((j for j, (a, b) in enumerate(zip(have, want, strict=False)) if a != b), None)
         if step is None and len(have) != len(want):
@@ -145,7 +176,7 @@ def matching_rows(
     """How many requests' ids equal their reference row; with ``near_margin`` set, a row whose
     first divergence is a near tie (same length, baseline top-2 margin under it) counts too."""
     count = 0
-    for i, want in enumerate(ref.tolist()):
+    for i, want in enumerate(ref_rows(ref)):
         have = ids[i] if i < len(ids) else []
         if have == want:
             count += 1
@@ -222,6 +253,23 @@ def check_correctness_settings(server: Any) -> None:
     mode = str(server.get("correctness", "tokens"))
     if mode not in ("tokens", "drift"):
         raise InfrastructureFault(f"server.correctness is {mode!r}: tokens or drift")
+    endpoint = str(server.get("endpoint", "completions"))
+    if endpoint not in ENDPOINTS:
+        raise InfrastructureFault(f"server.endpoint is {endpoint!r}: completions or chat")
+    source = str(server.get("token_ids", "token_ids"))
+    if source not in ("token_ids", "logprobs", "text"):
+        raise InfrastructureFault(f"server.token_ids is {source!r}: token_ids, logprobs or text")
+    chat_prompt = str(server.get("chat_prompt", "ids"))
+    if chat_prompt != "ids":
+        raise InfrastructureFault(
+            f"server.chat_prompt is {chat_prompt!r}: ids (the prompt ids as decimal numbers"
+            " separated by spaces)"
+        )
+    if mode == "drift" and (endpoint == "chat" or source == "text"):
+        raise InfrastructureFault(
+            "server.correctness: drift needs endpoint: completions and token ids (teacher"
+            " forcing uses echo/prompt_logprobs, a completions feature)"
+        )
     if mode == "drift":
         fraction = float(server.exact_fraction)
         tolerance = float(server.drift_tolerance)
@@ -280,6 +328,11 @@ class _ServerRun:
         self.log.append({"eval_seed": self.eval_seed})
         self.source = str(self.server_cfg.token_ids)
         self.drift = str(self.server_cfg.get("correctness", "tokens")) == "drift"
+
+    @property
+    def text_mode(self) -> bool:
+        """``token_ids: text``: the generated text is compared, as code points, exactly."""
+        return self.source == "text"
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -389,6 +442,7 @@ class _ServerRun:
             "concurrency": concurrency,
             "logprobs": margins,
             "token_source": self.source,
+            "endpoint": str(self.server_cfg.get("endpoint", "completions")),
             "timeout_s": timeout,
         }
         reply = side.loadgen.call(command, timeout=timeout + 60.0)
@@ -435,6 +489,7 @@ class _ServerRun:
             itl_s=[float(g) for g in itl],
             total_s=[float(r["total_s"]) for r in results],
             margins=[list(r["margins"] or []) for r in results] if margins else None,
+            counts=[int(r.get("tokens", 0)) for r in results] if self.text_mode else None,
         )
 
     def base_load(
@@ -455,7 +510,14 @@ class _ServerRun:
         if found is None:
             return
         n, row, step = found
-        rows, steps = ref.shape
+        rows = len(ref)
+        steps = len(ref_rows(ref)[row])
+        if self.text_mode:  # the "ids" are the text's code points: exact only, no margins
+            detail = (
+                f"{context}: {n} of {rows} requests' text differs from the baseline's"
+                f" (token_ids: text); first: request {row} at character {step} of {steps}"
+            )
+            raise Outcome(Verdict.WRONG, "mismatch", detail)
         detail = (
             f"{context}: {n} of {rows} requests differ from the baseline's tokens;"
             f" first: request {row} at token {step} of {steps}"
@@ -482,10 +544,18 @@ class _ServerRun:
     ) -> None:
         """The candidate's reply on prompts drawn now against the baseline's on the same; the
         baseline's margins are measured (untimed) only when they differ."""
-        ref = np.asarray(base.ids, dtype=np.int64)
-        if ref.shape != (s.batch, s.new_tokens):
-            raise InfrastructureFault(f"the baseline returned no valid tokens on {s.name}")
+        if self.text_mode:
+            ref = padded(base.ids)
+            if len(ref) != s.batch or not all(base.ids):
+                raise InfrastructureFault(f"the baseline returned no text on {s.name}")
+        else:
+            ref = np.asarray(base.ids, dtype=np.int64)
+            if ref.shape != (s.batch, s.new_tokens):
+                raise InfrastructureFault(f"the baseline returned no valid tokens on {s.name}")
         if first_difference(cand.ids, ref) is None:
+            return
+        if self.text_mode:  # no margins without ids: the text compare is exact only
+            self.verify(cand.ids, ref, np.full(ref.shape, np.inf), context)
             return
         if self.drift:
             self.check_fresh_drift(s, cand, ref, concurrency, context)
@@ -640,6 +710,8 @@ class _ServerRun:
     def correctness_drift(self, name: str, s: InputSet, ref: Reference, context: str) -> None:
         """The drift path on one stored set: generated ids, then teacher-forced quality."""
         assert self.cand is not None and self.base is not None
+        if any(isinstance(p, str) for p in s.prompts):
+            raise InfrastructureFault(TEXT_DRIFT)
         got = self.load(self.cand, s, s.batch, context)
         margins = ref.margins if ref.margins is not None else np.full(ref.tokens.shape, np.inf)
         matched = matching_rows(got.ids, ref.tokens, margins, self.near_margin())
@@ -995,6 +1067,7 @@ def baseline_references(
                     f" {said or 'no output'} — fix task.yaml's serve or the template"
                 )
         path = ENDPOINTS.get(str(task.server.endpoint), "/v1/completions")
+        text_mode = str(task.server.token_ids) == "text"
         for i, s in enumerate(sets):
             reply = loadgen.call(
                 {
@@ -1005,27 +1078,40 @@ def baseline_references(
                     "model": str(task.server.model),
                     "requests": [{"prompt": p, "max_tokens": s.new_tokens} for p in s.prompts],
                     "concurrency": s.batch,
-                    "logprobs": True,
+                    "logprobs": not text_mode,
                     "token_source": str(task.server.token_ids),
+                    "endpoint": str(task.server.endpoint),
                     "timeout_s": 600,
                 },
                 timeout=660,
             )
             results = reply.get("results") or []
-            bad = [r for r in results if not r.get("ok") or len(r["ids"]) != s.new_tokens]
+            if text_mode:  # a text's length is the server's business; an empty one is not
+                bad = [r for r in results if not r.get("ok") or not r["ids"]]
+                want = "a non-empty text"
+            else:
+                bad = [r for r in results if not r.get("ok") or len(r["ids"]) != s.new_tokens]
+                want = f"{s.new_tokens} ids"
             if bad or len(results) != s.batch:
                 raise BaselineBuildFailed(
-                    f"the baseline server did not answer {s.name} with {s.new_tokens} ids per"
+                    f"the baseline server did not answer {s.name} with {want} per"
                     f" request ({(bad or [{}])[0].get('detail', 'wrong count')}): fix the template"
                 )
-            arrays[f"tokens/{s.name}"] = np.asarray([r["ids"] for r in results], dtype=np.int64)
-            arrays[f"margins/{s.name}"] = margins_array(
-                [r["margins"] for r in results], (s.batch, s.new_tokens)
-            )
+            if text_mode:
+                tokens = padded([r["ids"] for r in results])
+                arrays[f"tokens/{s.name}"] = tokens
+                arrays[f"margins/{s.name}"] = np.full(tokens.shape, np.inf)
+            else:
+                arrays[f"tokens/{s.name}"] = np.asarray([r["ids"] for r in results], dtype=np.int64)
+                arrays[f"margins/{s.name}"] = margins_array(
+                    [r["margins"] for r in results], (s.batch, s.new_tokens)
+                )
             times[s.name] = (max(r["ttft_s"] for r in results), float(reply["wall_s"]))
             if i % 8 == 7 or i == len(sets) - 1:
                 progress(f"  references {i + 1}/{len(sets)}")
         if str(task.server.get("correctness", "tokens")) == "drift" and sets:
+            if any(isinstance(p, str) for s in sets for p in s.prompts):
+                raise BaselineBuildFailed(f"{TEXT_DRIFT} — fix task.yaml or the generator")
             # A baseline that cannot score given continuations is said once, here, not as an
             # ERROR in every evaluation.
             first = sets[0]

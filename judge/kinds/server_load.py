@@ -12,9 +12,10 @@ Commands:
   200 or ``timeout_s`` passes: ``{"ok": true, "ready_s"}`` or ``{"ok": false, "kind":
   "timeout"}`` (the judge decides crash vs. timeout: it sees whether the server still runs).
 - ``{"op": "run", "host", "port", "path", "model", "requests": [{"prompt", "max_tokens"}],
-  "concurrency", "logprobs", "token_source", "timeout_s"}``: every request streamed, at most
-  ``concurrency`` at once: ``{"ok": true, "wall_s", "results": [...]}``, one result per request
-  in order: ``{"ok": true, "ids", "ttft_s", "itl_s", "total_s", "margins"}`` or ``{"ok": false,
+  "concurrency", "logprobs", "token_source", "endpoint", "timeout_s"}``: every request
+  streamed, at most ``concurrency`` at once: ``{"ok": true, "wall_s", "results": [...]}``, one
+  result per request in order: ``{"ok": true, "ids", "tokens", "ttft_s", "itl_s", "total_s",
+  "margins"}`` or ``{"ok": false,
   "kind": "timeout"|"crash"|"protocol", "detail"}``.
 - ``{"op": "score", "host", "port", "path", "model", "requests": [{"prompt",
   "continuation"}], "concurrency", "teacher_forcing", "timeout_s"}``: the teacher-forced
@@ -58,16 +59,24 @@ def _token_id(text: object) -> int:
 
 
 def _margin(top: object) -> float | None:
-    """The top-1 minus top-2 logprob of one position's ``top_logprobs`` entry."""
+    """The top-1 minus top-2 logprob of one position's ``top_logprobs`` entry: a dict
+    (completions: ``{token: logprob}``) or a list (chat: ``[{"token", "logprob"}, ...]``)."""
+    if isinstance(top, list):
+        top = {
+            i: e.get("logprob") for i, e in enumerate(top) if isinstance(e, dict)
+        }  # keyed by position: two entries may name the same token text
     if not isinstance(top, dict) or not top:
         return None
-    values = sorted((float(v) for v in top.values()), reverse=True)
+    try:
+        values = sorted((float(v) for v in top.values()), reverse=True)
+    except (TypeError, ValueError):
+        raise ValueError("a top_logprobs value is not a number") from None
     return values[0] - values[1] if len(values) > 1 else float("inf")
 
 
-def chunk_tokens(chunk: object, source: str) -> tuple[list[int], list[float | None], bool]:
-    """The new token ids of one parsed SSE chunk, their top-2 margins (None where the chunk
-    has no logprobs) and whether it carries a finish reason.
+def _choice(chunk: object) -> dict | None:
+    """A chunk's one choice; None for a chunk that carries none (the final usage chunk, an
+    empty choices list).
 
     Raises:
         ValueError: the chunk is not the contract's shape.
@@ -77,18 +86,83 @@ def chunk_tokens(chunk: object, source: str) -> tuple[list[int], list[float | No
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         if "usage" in chunk:  # the optional final usage chunk: never trusted, never counted
-            return [], [], False
+            return None
         raise ValueError("a chunk has no choices list")
     if len(choices) == 0:
-        return [], [], False
+        return None
     if len(choices) != 1 or not isinstance(choices[0], dict):
         raise ValueError("a chunk has more than one choice")
-    choice = choices[0]
+    return choices[0]
+
+
+def _chat_logprobs(logprobs: object) -> tuple[list[int], list[float | None]]:
+    """Ids and margins of a chat chunk's ``logprobs.content`` (vLLM's chat format: one entry
+    per token, ``{"token": "token_id:N", "logprob", "top_logprobs": [{"token", "logprob"}]}``)."""
+    if not isinstance(logprobs, dict) or not isinstance(logprobs.get("content"), list):
+        raise ValueError("a chunk has no logprobs.content")
+    ids, margins = [], []
+    for entry in logprobs["content"]:
+        if not isinstance(entry, dict):
+            raise ValueError("a logprobs.content entry is not an object")
+        ids.append(_token_id(entry.get("token")))
+        margins.append(_margin(entry.get("top_logprobs")))
+    return ids, margins
+
+
+def chunk_text(chunk: object, endpoint: str = "completions") -> str:
+    """The new text of one parsed SSE chunk: ``choices[0].text`` (completions) or
+    ``choices[0].delta.content`` (chat); ``""`` where it has none.
+
+    Raises:
+        ValueError: the chunk is not the contract's shape.
+    """
+    choice = _choice(chunk)
+    if choice is None:
+        return ""
+    if endpoint == "chat":
+        delta = choice.get("delta")
+        if delta is None:
+            return ""
+        if not isinstance(delta, dict):
+            raise ValueError("a chunk's delta is not an object")
+        text = delta.get("content")
+    else:
+        text = choice.get("text")
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        raise ValueError("a chunk's text is not a string")
+    return text
+
+
+def chunk_tokens(
+    chunk: object, source: str, endpoint: str = "completions"
+) -> tuple[list[int], list[float | None], bool]:
+    """The new token ids of one parsed SSE chunk, their top-2 margins (None where the chunk
+    has no logprobs) and whether it carries a finish reason.
+
+    ``source`` ``logprobs``: ids from ``logprobs.tokens`` (completions) or
+    ``logprobs.content[i].token`` (chat), as ``"token_id:N"``; ``token_ids``: from
+    ``choices[0].token_ids`` (both endpoints: vLLM's ``return_token_ids``).
+
+    Raises:
+        ValueError: the chunk is not the contract's shape.
+    """
+    choice = _choice(chunk)
+    if choice is None:
+        return [], [], False
     logprobs = choice.get("logprobs")
+    chat = endpoint == "chat"
+    margins: list[float | None] | None = None
     if source == "logprobs":
-        if not isinstance(logprobs, dict) or not isinstance(logprobs.get("tokens"), list):
-            raise ValueError("a chunk has no logprobs.tokens")
-        ids = [_token_id(t) for t in logprobs["tokens"]]
+        if chat and logprobs is None and not chunk_text(chunk, endpoint):
+            return [], [], choice.get("finish_reason") is not None  # vLLM's role-only chunk
+        if chat:
+            ids, margins = _chat_logprobs(logprobs)
+        else:
+            if not isinstance(logprobs, dict) or not isinstance(logprobs.get("tokens"), list):
+                raise ValueError("a chunk has no logprobs.tokens")
+            ids = [_token_id(t) for t in logprobs["tokens"]]
     else:
         raw = choice.get("token_ids")
         if raw is None:
@@ -98,10 +172,14 @@ def chunk_tokens(chunk: object, source: str) -> tuple[list[int], list[float | No
         ):
             raise ValueError("a chunk's token_ids is not a list of ints")
         ids = list(raw)
-    margins: list[float | None] = [None] * len(ids)
-    if isinstance(logprobs, dict) and isinstance(logprobs.get("top_logprobs"), list):
-        tops = logprobs["top_logprobs"]
-        margins = [_margin(tops[i]) if i < len(tops) else None for i in range(len(ids))]
+    if margins is None:
+        margins = [None] * len(ids)
+        if chat and isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
+            got = _chat_logprobs(logprobs)[1]
+            margins = [got[i] if i < len(got) else None for i in range(len(ids))]
+        elif isinstance(logprobs, dict) and isinstance(logprobs.get("top_logprobs"), list):
+            tops = logprobs["top_logprobs"]
+            margins = [_margin(tops[i]) if i < len(tops) else None for i in range(len(ids))]
     return ids, margins, choice.get("finish_reason") is not None
 
 
@@ -112,11 +190,16 @@ def stream_request(
     body: dict,
     deadline: float,
     source: str = "token_ids",
+    endpoint: str = "completions",
 ) -> dict:
     """One streaming completion, measured on this process's clock (``time.perf_counter``).
 
+    ``source`` ``text`` (a server that returns no ids): the compared "ids" are the code points
+    of the whole generated text and ``tokens`` counts the chunks that carried text (never more
+    than ``max_tokens`` + the slack); otherwise ``tokens`` is ``len(ids)``.
+
     Returns:
-        ``{"ok": True, "ids", "ttft_s", "itl_s", "total_s", "margins"}``.
+        ``{"ok": True, "ids", "tokens", "ttft_s", "itl_s", "total_s", "margins"}``.
 
     Raises:
         RequestFailed: no answer by ``deadline`` (timeout), refused or cut connection (crash),
@@ -156,6 +239,8 @@ def stream_request(
             raise RequestFailed("protocol", "the response is not text/event-stream")
         ids: list[int] = []
         margins: list[float | None] = []
+        text_mode = source == "text"
+        count = 0  # tokens received: ids, or (text mode) chunks that carried text
         arrivals: list[float] = []
         ttft = None
         total_bytes = 0
@@ -184,7 +269,12 @@ def stream_request(
                 break
             now = time.perf_counter()
             try:
-                new, gaps, _ = chunk_tokens(json.loads(data), source)
+                chunk = json.loads(data)
+                if text_mode:
+                    new = [ord(c) for c in chunk_text(chunk, endpoint)]
+                    gaps: list[float | None] = [None] * len(new)
+                else:
+                    new, gaps, _ = chunk_tokens(chunk, source, endpoint)
             except (ValueError, RecursionError):
                 raise RequestFailed("protocol", "a malformed chunk") from None
             if not new:
@@ -194,34 +284,63 @@ def stream_request(
             arrivals.append(now)
             ids.extend(new)
             margins.extend(gaps)
-            if len(ids) > int(body.get("max_tokens", 0)) + MAX_TOKENS_SLACK:
+            count += 1 if text_mode else len(new)
+            if count > int(body.get("max_tokens", 0)) + MAX_TOKENS_SLACK:
                 break  # far past what was asked for: the judge calls it wrong already
         end = time.perf_counter()
         itl = [b - a for a, b in itertools.pairwise(arrivals)]
         return {
             "ok": True,
             "ids": ids,
+            "tokens": count,
             "ttft_s": ttft if ttft is not None else end - start,
             "itl_s": itl,
             "total_s": end - start,
-            "margins": margins if body.get("logprobs") else None,
+            "margins": margins if body.get("logprobs") and not text_mode else None,
         }
     finally:
         conn.close()
 
 
-def request_body(model: str, prompt: list[int], max_tokens: int, logprobs: bool) -> dict:
-    """The contract's greedy streaming request (``logprobs`` only for the baseline's margins)."""
-    body = {
-        "model": model,
-        "prompt": prompt,
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "stream": True,
-        "return_token_ids": True,
-    }
+def chat_text(prompt: list[int] | str) -> str:
+    """A prompt as a chat message's text: a text prompt as is; ids as decimal numbers
+    separated by single spaces (``server.chat_prompt: ids``, a toy model's "tokenizer" that
+    reads them back exactly)."""
+    if isinstance(prompt, str):
+        return prompt
+    return " ".join(str(int(t)) for t in prompt)
+
+
+def request_body(
+    model: str,
+    prompt: list[int] | str,
+    max_tokens: int,
+    logprobs: bool,
+    endpoint: str = "completions",
+    source: str = "token_ids",
+) -> dict:
+    """The contract's greedy streaming request (``logprobs`` only for the baseline's margins).
+
+    ``endpoint`` ``chat``: ``/v1/chat/completions``'s body, the prompt as one user message
+    (:func:`chat_text`), logprobs as the chat API asks for them (``"logprobs": true,
+    "top_logprobs": 2``). ``source`` ``text``: no ids asked for (the server has none).
+    """
+    body: dict = {"model": model}
+    if endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": chat_text(prompt)}]
+    else:
+        body["prompt"] = prompt
+    body.update(max_tokens=max_tokens, temperature=0, stream=True)
+    if endpoint == "chat":
+        body["stream_options"] = {"include_usage": True}
+    if source == "text":
+        return body
+    body["return_token_ids"] = True
     if logprobs:
-        body.update(logprobs=2, return_tokens_as_token_ids=True)
+        if endpoint == "chat":
+            body.update(logprobs=True, top_logprobs=2, return_tokens_as_token_ids=True)
+        else:
+            body.update(logprobs=2, return_tokens_as_token_ids=True)
     return body
 
 
@@ -394,11 +513,17 @@ def run(cmd: dict) -> dict:
     concurrency = max(1, min(int(cmd.get("concurrency", len(requests))), len(requests) or 1))
     logprobs = bool(cmd.get("logprobs"))
     source = str(cmd.get("token_source", "token_ids"))
+    endpoint = str(cmd.get("endpoint", "completions"))
     host, port, path = str(cmd["host"]), int(cmd["port"]), str(cmd["path"])
     bodies = [
         # Ids read from logprobs need logprobs on every request, timed ones included.
         request_body(
-            str(cmd["model"]), r["prompt"], int(r["max_tokens"]), logprobs or source == "logprobs"
+            str(cmd["model"]),
+            r["prompt"],
+            int(r["max_tokens"]),
+            logprobs or source == "logprobs",
+            endpoint,
+            source,
         )
         for r in requests
     ]
@@ -411,7 +536,7 @@ def run(cmd: dict) -> dict:
             with contextlib.suppress(threading.BrokenBarrierError):
                 gate.wait(timeout=10)
         try:
-            return stream_request(host, port, path, bodies[i], deadline, source)
+            return stream_request(host, port, path, bodies[i], deadline, source, endpoint)
         except RequestFailed as exc:
             return {"ok": False, "kind": exc.kind, "detail": str(exc)}
 

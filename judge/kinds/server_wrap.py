@@ -53,7 +53,9 @@ def child_argv():
 
 
 def swap_partner(body):
-    """Pair this request with another arriving within a moment and trade prompts."""
+    """Pair this request with another arriving within a moment and trade prompts (a chat
+    request's ``messages``)."""
+    field = "prompt" if "prompt" in body else "messages"
     with LOCK:
         waiting = STATE["partner"]
         if waiting is None:
@@ -61,17 +63,17 @@ def swap_partner(body):
             STATE["partner"] = slot
         else:
             STATE["partner"] = None
-            waiting["got"] = body["prompt"]
-            mine = waiting["body"]["prompt"]
+            waiting["got"] = body.get(field)
+            mine = waiting["body"].get(field)
             waiting["event"].set()
-            return dict(body, prompt=mine)
+            return dict(body, **{field: mine})
     if slot["event"].wait(0.3):
-        return dict(body, prompt=slot["got"])
+        return dict(body, **{field: slot["got"]})
     with LOCK:
         if STATE["partner"] is slot:
             STATE["partner"] = None
     if slot["got"] is not None:
-        return dict(body, prompt=slot["got"])
+        return dict(body, **{field: slot["got"]})
     return body
 
 
@@ -165,7 +167,9 @@ class Proxy(BaseHTTPRequestHandler):
             self.relay_whole(body)
             return
         start = time.perf_counter()
-        key = json.dumps([body.get("prompt"), body.get("max_tokens"), body.get("logprobs")])
+        key = json.dumps(
+            [body.get("prompt", body.get("messages")), body.get("max_tokens"), body.get("logprobs")]
+        )
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")

@@ -9,6 +9,14 @@ then listens, so ``GET /v1/models`` answering 200 means ready. Endpoints:
   "stream", "logprobs": k, "return_tokens_as_token_ids"}``; greedy only. Streaming answers
   ``text/event-stream``: one ``data: {json}`` chunk per ``Request.emit`` (its ``token_ids``),
   then ``data: [DONE]``. Without ``stream`` one JSON body.
+* ``POST /v1/chat/completions``: ``{"model", "messages": [{"role", "content"}], "max_tokens",
+  "temperature": 0, "stream", "logprobs": true, "top_logprobs": k, "return_token_ids",
+  "return_tokens_as_token_ids"}``, the same engine. This toy model's "tokenizer": a message's
+  content is token ids as decimal numbers separated by spaces (every message's, in order, make
+  the prompt; no chat template); the reply's content is the new ids written the same way.
+  Streaming chunks are ``chat.completion.chunk``s (``choices[0].delta.content``, ``token_ids``
+  when ``return_token_ids``, ``logprobs.content`` when asked), then a ``usage`` chunk when
+  ``stream_options.include_usage``, then ``data: [DONE]``.
 * ``GET /debug/stats``: the scheduler's own counters (``Scheduler.stats()``), for people.
 
 Everything about speed lives behind ``engine.scheduler.Scheduler`` (``submit``, ``start``,
@@ -64,6 +72,41 @@ def parse_request(body: dict) -> tuple[Request, bool, bool]:
         or not all(type(t) is int and 0 <= t < VOCAB for t in prompt)
     ):
         raise BadRequest(f"prompt must be a non-empty list of token ids in [0, {VOCAB})")
+    return _sampling(body, prompt, body.get("logprobs") or 0)
+
+
+def parse_chat(body: dict) -> tuple[Request, bool, bool, int]:
+    """A chat request's `Request`, whether to stream, whether tokens are shown as ids, and
+    how many top logprobs to show per token (-1: no logprobs)."""
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    model = body.get("model", MODEL_NAME)
+    if model != MODEL_NAME:
+        raise BadRequest(f"model {model!r} does not exist; this server has {MODEL_NAME!r}", 404)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list")
+    prompt: list[int] = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            raise BadRequest("every message needs a string content")
+        for word in content.split():
+            if not word.isdigit() or not 0 <= int(word) < VOCAB:
+                raise BadRequest(f"content must be token ids in [0, {VOCAB}) separated by spaces")
+            prompt.append(int(word))
+    if not prompt:
+        raise BadRequest("the messages hold no token ids")
+    top = body.get("top_logprobs") or 0
+    if type(top) is not int or not 0 <= top <= MAX_LOGPROBS:
+        raise BadRequest(f"top_logprobs must be an integer in [0, {MAX_LOGPROBS}]")
+    wanted = body.get("logprobs") is True
+    request, stream, as_ids = _sampling(body, prompt, max(1, top) if wanted else 0)
+    return request, stream, as_ids, top if wanted else -1
+
+
+def _sampling(body: dict, prompt: list[int], logprobs) -> tuple[Request, bool, bool]:
+    """The settings both endpoints share, checked."""
     max_tokens = body.get("max_tokens", 16)
     if type(max_tokens) is not int or max_tokens < 1:
         raise BadRequest("max_tokens must be a positive integer")
@@ -72,7 +115,6 @@ def parse_request(body: dict) -> tuple[Request, bool, bool]:
     temperature = body.get("temperature", 0)
     if temperature not in (0, 0.0, None):
         raise BadRequest("only greedy decoding (temperature 0) is served")
-    logprobs = body.get("logprobs") or 0
     if type(logprobs) is not int or not 0 <= logprobs <= MAX_LOGPROBS:
         raise BadRequest(f"logprobs must be an integer in [0, {MAX_LOGPROBS}]")
     request = Request(prompt=list(prompt), max_tokens=max_tokens, logprobs=logprobs)
@@ -93,6 +135,54 @@ def logprobs_json(tokens: list[int], logprobs, as_ids: bool) -> dict:
         ],
         "text_offset": [],
     }
+
+
+def chat_logprobs_json(tokens: list[int], logprobs, as_ids: bool, top: int) -> dict:
+    """The chat API's ``logprobs`` object for these tokens (``top`` alternatives each)."""
+    return {
+        "content": [
+            {
+                "token": _token_text(t, as_ids),
+                "logprob": float(chosen),
+                "bytes": None,
+                "top_logprobs": [
+                    {"token": _token_text(int(u), as_ids), "logprob": float(lp), "bytes": None}
+                    for u, lp in alternatives[:top]
+                ],
+            }
+            for t, (chosen, alternatives) in zip(tokens, logprobs, strict=True)
+        ]
+    }
+
+
+def chat_text(tokens: list[int], first: bool) -> str:
+    """New ids as chat content: decimal numbers separated by spaces (none before the first)."""
+    return " ".join(str(t) for t in tokens) if first else "".join(f" {t}" for t in tokens)
+
+
+class ChatFormat:
+    """How one chat request's answer is written: the chat API's chunks and body."""
+
+    def __init__(self, body: dict, as_ids: bool, top: int) -> None:
+        self.as_ids, self.top = as_ids, top
+        self.token_ids = bool(body.get("return_token_ids"))
+        options = body.get("stream_options")
+        self.usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        self.sent = 0
+
+    def choice(self, tokens: list[int], logprobs, finish, key: str) -> dict:
+        text = chat_text(tokens, self.sent == 0)
+        self.sent += len(tokens)
+        out: dict = {"index": 0, key: {"role": "assistant", "content": text}}
+        if self.token_ids:
+            out["token_ids"] = tokens
+        out["logprobs"] = (
+            None
+            if self.top < 0 or logprobs is None
+            else chat_logprobs_json(tokens, logprobs, self.as_ids, self.top)
+        )
+        out["finish_reason"] = finish
+        return out
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -137,13 +227,18 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
-        if path != "/v1/completions":
+        if path not in ("/v1/completions", "/v1/chat/completions"):
             self._error(404, f"no route {path}")
             return
+        chat = None
         try:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"null")
-            request, stream, as_ids = parse_request(body)
+            if path == "/v1/completions":
+                request, stream, as_ids = parse_request(body)
+            else:
+                request, stream, as_ids, top = parse_chat(body)
+                chat = ChatFormat(body, as_ids, top)
         except BadRequest as exc:
             self._error(exc.status, str(exc))
             return
@@ -153,9 +248,9 @@ class Handler(BaseHTTPRequestHandler):
         self.server.scheduler.submit(request)
         try:
             if stream:
-                self._stream(request, as_ids)
+                self._stream(request, as_ids, chat)
             else:
-                self._whole(request, as_ids)
+                self._whole(request, as_ids, chat)
         except OSError:  # the client went away: let the scheduler drop the request
             request.cancelled = True
 
@@ -176,8 +271,20 @@ class Handler(BaseHTTPRequestHandler):
             ],
         }
 
-    def _stream(self, request: Request, as_ids: bool) -> None:
-        cid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+    def _chat_chunk(self, cid: str, created: int, choices: list, usage=None) -> dict:
+        out = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": MODEL_NAME,
+            "choices": choices,
+        }
+        if usage is not None:
+            out["usage"] = usage
+        return out
+
+    def _stream(self, request: Request, as_ids: bool, chat: ChatFormat | None = None) -> None:
+        cid, created = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -194,14 +301,21 @@ class Handler(BaseHTTPRequestHandler):
                 return
             tokens, logprobs = event
             count += len(tokens)
-            text = "".join(_token_text(t, False) for t in tokens)
-            lp = None if logprobs is None else logprobs_json(tokens, logprobs, as_ids)
             finish = "length" if count >= request.max_tokens else None
-            chunk = self._chunk(cid, created, text, tokens, lp, finish)
+            if chat is not None:
+                choice = chat.choice(tokens, logprobs, finish, "delta")
+                chunk = self._chat_chunk(cid, created, [choice])
+            else:
+                text = "".join(_token_text(t, False) for t in tokens)
+                lp = None if logprobs is None else logprobs_json(tokens, logprobs, as_ids)
+                chunk = self._chunk(cid, created, text, tokens, lp, finish)
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        if chat is not None and chat.usage:
+            chunk = self._chat_chunk(cid, created, [], _usage(request, count))
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
 
-    def _whole(self, request: Request, as_ids: bool) -> None:
+    def _whole(self, request: Request, as_ids: bool, chat: ChatFormat | None = None) -> None:
         tokens: list[int] = []
         logprobs: list = []
         while True:
@@ -214,6 +328,15 @@ class Handler(BaseHTTPRequestHandler):
             tokens.extend(event[0])
             if event[1] is not None:
                 logprobs.extend(event[1])
+        if chat is not None:
+            choice = chat.choice(
+                tokens, logprobs if request.logprobs else None, "length", "message"
+            )
+            body = self._chat_chunk(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), [choice])
+            body["object"] = "chat.completion"
+            body["usage"] = _usage(request, len(tokens))
+            self._json(200, body)
+            return
         lp = logprobs_json(tokens, logprobs, as_ids) if request.logprobs else None
         text = "".join(_token_text(t, False) for t in tokens)
         body = self._chunk(f"cmpl-{uuid.uuid4().hex}", int(time.time()), text, tokens, lp, "length")
@@ -223,6 +346,15 @@ class Handler(BaseHTTPRequestHandler):
             "total_tokens": len(request.prompt) + len(tokens),
         }
         self._json(200, body)
+
+
+def _usage(request: Request, completion: int) -> dict:
+    prompt = len(request.prompt)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 class Server(ThreadingHTTPServer):
