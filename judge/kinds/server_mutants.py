@@ -28,6 +28,9 @@ Expectations, and why:
 - ``gen_network``: a UDP connect() to TEST-NET-1 at start; exits when it fails: WRONG ``crash``
   (it never answers readiness).
 - ``gen_hang``: every completion hangs: WRONG ``timeout``.
+- ``gen_split_chunks`` (``token_ids: text`` only): the same text, one chunk per character. A
+  count by the candidate's chunks would multiply its tok/s; the judge credits a timed run with
+  its paired baseline run's count once the texts are equal: PASS with no gain.
 - ``gen_frozen_edit`` / ``gen_frozen_added``: REJECT ``frozen_zone``.
 
 With ``server.correctness: drift`` two more (and WRONG ``quality`` is required):
@@ -181,6 +184,17 @@ def generated(cfg: DictConfig) -> list[Mutant]:
         ),
         wrapped("gen_hang", "hang", "WRONG", "timeout", "every completion hangs"),
     ]
+    if str(OmegaConf.select(task, "server.token_ids", default="token_ids")) == "text":
+        mutants.append(
+            wrapped(
+                "gen_split_chunks",
+                "split",
+                "PASS",
+                None,
+                "the same text, one chunk per character: tokens are the baseline's, no gain",
+                max_x=2.0,
+            )
+        )
     if _drift(task):
         mutants += [
             wrapped(

@@ -77,6 +77,30 @@ def swap_partner(body):
     return body
 
 
+def split_chunk(line):
+    """One SSE chunk's text as one chunk per character (the same text, more chunks): what a
+    server counted by its chunks would gain from."""
+    chunk = json.loads(line[len(b"data: ") :])
+    choices = chunk.get("choices") or []
+    if len(choices) != 1:
+        return [line]
+    choice = choices[0]
+    where = choice.get("delta") if isinstance(choice.get("delta"), dict) else choice
+    text = where.get("content") if "content" in where else where.get("text")
+    if not isinstance(text, str) or len(text) < 2:
+        return [line]
+    key = "content" if "content" in where else "text"
+    out = []
+    for i, char in enumerate(text):
+        piece = json.loads(json.dumps(chunk))
+        one = piece["choices"][0]
+        (one["delta"] if where is not choice else one)[key] = char
+        if i < len(text) - 1:
+            one["finish_reason"] = None
+        out.append(b"data: " + json.dumps(piece).encode() + b"\n\n")
+    return out
+
+
 def garbage_chunk(line):
     """One SSE chunk with every generated id one higher (the scoring requests untouched)."""
     chunk = json.loads(line[len(b"data: ") :])
@@ -218,6 +242,13 @@ class Proxy(BaseHTTPRequestHandler):
                     conn.close()
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
+                if MODE == "split":
+                    pieces = split_chunk(line)
+                    for piece in pieces:
+                        self.wfile.write(piece)
+                    self.wfile.flush()
+                    kept.extend(pieces)
+                    continue
             self.wfile.write(line)
             self.wfile.flush()
             kept.append(line)
