@@ -46,7 +46,8 @@ clients: $(STAMP)
 # makes the demo slower, not different; DEMO_MINUTES is only a ceiling). Then each arm's best
 # is judged again once and the starting commit once (~2 min; 15 is a ceiling), then the report
 # (tables, figures, report.md). Twelve per arm lets the swarm's four workers build on each
-# other's PASSes (a relay needs a third round of submissions; eight per arm often had none).
+# other's PASSes: a worker whose next moves need a teammate's pending submission waits for its
+# verdict and relays onto it (agents/scripted/worker.py), so relays come from the second round.
 DEMO_EVALUATIONS ?= 12
 DEMO_MINUTES ?= 30
 DEMO_OVERRIDES = budget.evaluations=$(DEMO_EVALUATIONS) budget.minutes=$(DEMO_MINUTES) budget.drain_minutes=0.5 rejudge.runs=1 rejudge.baseline_runs=1 rejudge.max_minutes=15
