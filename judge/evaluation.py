@@ -54,6 +54,8 @@ from judge.sandbox import (
     InfrastructureFault,
     Sandbox,
     SandboxContainer,
+    answered_retry,
+    fault_reason,
 )
 from judge.verdict import Evaluation, Outcome, Verdict
 
@@ -458,10 +460,12 @@ class _Run:
         engine, started here if the staged pipeline has not yet); the candidate gets one retry
         in a fresh process, loaded, the same sequence up to that request, each under
         :func:`retry_limit` of the baseline's time just measured. Over it again: WRONG
-        ``timeout``. Answered: ERROR ``infrastructure`` (re-queued, never charged), not a
-        verdict: the fresh process lacks the history of the one that timed out (the
-        correctness cases and the batch-size walk run in one process), so carrying on in it
-        would let a hang on purpose turn a transition into a fresh start.
+        ``timeout``. Answered: ERROR, re-queued, not a verdict: the fresh process lacks the
+        history of the one that timed out (the correctness cases and the batch-size walk run
+        in one process), so carrying on in it would let a hang on purpose turn a transition
+        into a fresh start. The ERROR is ``infrastructure`` when the baseline now raised the
+        limit (the machine is slow), else ``timeout_answered``, charged WRONG ``timeout`` once
+        every attempt ended so (:func:`judge.sandbox.answered_retry`).
         """
         assert self.cand is not None
         engine.close()  # it may still answer late: nothing more is read from it
@@ -492,10 +496,12 @@ class _Run:
                     break
         finally:
             retry.close()
-        raise InfrastructureFault(
-            f"machine too slow to judge now: {op} of {context} timed out ({first}) but answered"
-            f" in a fresh process within {limits[op]:.1f} s, {factor:g}x the baseline's"
-            f" {base_now[op]:.3f} s now + {floor:g} s"
+        raise answered_retry(
+            f"{op} of {context} timed out ({first}) but answered in a fresh process within"
+            f" {limits[op]:.1f} s, {factor:g}x the baseline's {base_now[op]:.3f} s now"
+            f" + {floor:g} s",
+            self.timeout(set_name, op),
+            limits[op],
         )
 
     def start_baseline(self) -> None:
@@ -692,7 +698,7 @@ class _Run:
         except InfrastructureFault as fault:
             evaluation.verdict, evaluation.reason, evaluation.detail = (
                 Verdict.ERROR,
-                "infrastructure",
+                fault_reason(fault),
                 str(fault),
             )
         except Exception as exc:  # a judge bug must never be charged to the agent

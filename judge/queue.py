@@ -272,15 +272,24 @@ class JudgeQueue:
             row = db.execute(sql + " ORDER BY j.finished_at, j.id LIMIT 1", args).fetchone()
         return Evaluation.from_dict(json.loads(row[0])) if row else None
 
-    def requeue(self, job_id: int, why: str) -> None:
-        """Put a running job back (an infrastructure fault, not the candidate's)."""
+    def requeue(self, job_id: int, why: str, reason: str = "") -> None:
+        """Put a running job back (an infrastructure fault, not the candidate's); ``reason``:
+        the ERROR's reason, kept in the queue's log (:meth:`requeue_reasons`)."""
         with self._connect() as db:
             db.execute(
                 "UPDATE jobs SET state = 'queued', started_at = NULL"
                 " WHERE id = ? AND state = 'running'",
                 (job_id,),
             )
-            self._event(db, job_id, "requeued", {"why": why})
+            self._event(db, job_id, "requeued", {"why": why, "reason": reason})
+
+    def requeue_reasons(self, job_id: int) -> list[str]:
+        """The reasons of the ERRORs that put ``job_id`` back, in order (``""`` unknown)."""
+        return [
+            str(data.get("reason", ""))
+            for _, _, kind, data in self.events(job_id)
+            if kind == "requeued"
+        ]
 
     def cancel(self, job_ids: list[int], why: str, *, running: bool = False) -> list[int]:
         """Withdraw jobs still waiting (a run past its deadline); returns those withdrawn.

@@ -40,7 +40,10 @@ __all__ = [
     "InfrastructureFault",
     "Sandbox",
     "SandboxContainer",
+    "TimeoutAnswered",
+    "answered_retry",
     "build_env",
+    "fault_reason",
 ]
 
 SANDBOX_LABEL = "org.swarmlab.judge.sandbox"
@@ -67,6 +70,31 @@ def read_only_failure(output: str) -> bool:
 
 class InfrastructureFault(Exception):
     """The sandbox itself failed (the judge's fault: ERROR, re-queued)."""
+
+
+class TimeoutAnswered(InfrastructureFault):
+    """A candidate's request timed out, the baseline ran the same requests just now no slower
+    than the first limit allows for, and the candidate answered its retry: ERROR
+    ``timeout_answered``, re-queued; charged WRONG ``timeout`` once it happened in every one of
+    ``judge.max_attempts`` attempts (``judge.service.charge_repeated_timeouts``). A server that
+    hangs on purpose and answers the retry gains nothing: not an uncharged ERROR."""
+
+
+def fault_reason(fault: InfrastructureFault) -> str:
+    """An ERROR's reason for ``fault``: ``timeout_answered`` or ``infrastructure``."""
+    return "timeout_answered" if isinstance(fault, TimeoutAnswered) else "infrastructure"
+
+
+def answered_retry(detail: str, first_limit_s: float, retry_limit_s: float) -> InfrastructureFault:
+    """The fault for a timed-out candidate request that answered its retry: the machine was
+    slow (the baseline now raised the limit over the first one: plain ERROR
+    ``infrastructure``), or it was not (:class:`TimeoutAnswered`)."""
+    if retry_limit_s > first_limit_s:
+        return InfrastructureFault(f"machine too slow to judge now: {detail}")
+    return TimeoutAnswered(
+        f"{detail}; the baseline was not slower now (the first limit {first_limit_s:.1f} s"
+        " already allowed for it): the candidate was slow only on its first try"
+    )
 
 
 def judge_cpuset(setting: str) -> str:

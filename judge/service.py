@@ -179,12 +179,15 @@ def work(
                     )
                 evaluation = judge_job(cfg, home, queue, evaluator, job, progress)
                 if evaluation.verdict is Verdict.ERROR and job.attempts < cfg.judge.max_attempts:
-                    queue.requeue(job.id, evaluation.detail)
+                    queue.requeue(job.id, evaluation.detail, evaluation.reason)
                     if progress:
                         progress(
                             f"judge: job {job.id} hit a judge fault, re-queued: {evaluation.detail}"
                         )
                     continue
+                evaluation = charge_repeated_timeouts(
+                    evaluation, queue.requeue_reasons(job.id), job.attempts
+                )
                 if not queue.finish(job.id, evaluation):
                     if progress:  # its run ended meanwhile and withdrew it
                         progress(f"judge: job {job.id} was withdrawn; its result is dropped")
@@ -198,6 +201,38 @@ def work(
             if callable(close):
                 close()
     return finished
+
+
+def charge_repeated_timeouts(
+    evaluation: Evaluation, earlier: list[str], attempts: int
+) -> Evaluation:
+    """A job's last attempt: WRONG ``timeout`` when this attempt and every earlier one ended in
+    ERROR ``timeout_answered`` (a request timed out while the baseline of that moment was not
+    slow, and only the retry was answered: :class:`judge.sandbox.TimeoutAnswered`), else the
+    evaluation as it is.
+
+    One such ERROR is re-queued, never charged: a machine can stall once. A candidate slow on
+    its first try in every attempt is slow, not unlucky; without this a server that hangs on
+    purpose would trade a WRONG for an uncharged ERROR and take the judge's time each attempt.
+
+    Args:
+        evaluation: The last attempt's evaluation.
+        earlier: The reasons the job was re-queued before (``JudgeQueue.requeue_reasons``).
+        attempts: The job's attempts, this one included.
+    """
+    if evaluation.verdict is not Verdict.ERROR or evaluation.reason != "timeout_answered":
+        return evaluation
+    if len(earlier) != attempts - 1 or any(r != "timeout_answered" for r in earlier):
+        return evaluation
+    return dataclasses.replace(
+        evaluation,
+        verdict=Verdict.WRONG,
+        reason="timeout",
+        detail=(
+            f"timed out on its first try in each of its {attempts} attempt(s) while the"
+            f" baseline was not slow, answering only the retry; the last: {evaluation.detail}"
+        ),
+    )
 
 
 def judge_job(

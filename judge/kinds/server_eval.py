@@ -61,7 +61,13 @@ from judge.private import (
     sandbox_runtime,
 )
 from judge.queue import Job
-from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer
+from judge.sandbox import (
+    InfrastructureFault,
+    Sandbox,
+    SandboxContainer,
+    answered_retry,
+    fault_reason,
+)
 from judge.verdict import Evaluation, Outcome, Verdict
 
 HOST = "127.0.0.1"
@@ -675,13 +681,16 @@ class _ServerRun:
         and gives its wall time; ``retry`` runs them once more on the candidate under
         ``timeout_factor`` x that + the floor (never below the first limit). Over it again:
         WRONG ``timeout``, both limits and the baseline's time now in the detail. Answered:
-        ERROR ``infrastructure`` (re-queued, never charged), not a verdict.
+        ERROR, re-queued, not a verdict: ``infrastructure`` when the baseline now raised the
+        limit (the machine is slow), else ``timeout_answered``, charged WRONG ``timeout`` once
+        every attempt ended so (:func:`judge.sandbox.answered_retry`).
 
         The retry goes to the same server process, not a fresh one: requests over HTTP carry
         no state from one to the next (the decode kind restarts its engine because a
         process's batch-size history is part of what it judges), a restart would cost the
         readiness wait again (a model's load) and need its own rule for failing it, and an
-        answered retry yields no verdict, so a server gains nothing from answering late. What
+        answered retry yields no verdict, so a server gains nothing from answering late (and
+        one that does so in every attempt is charged). What
         the abandoned first run still holds of the server is its own to release.
         """
         first_limit = self.run_timeout(s)
@@ -701,10 +710,11 @@ class _ServerRun:
                     f" first try's {first_limit:.1f} s)"
                 )
             raise
-        raise InfrastructureFault(
-            f"machine too slow to judge now: {context} timed out ({first}) but answered on a"
-            f" retry within {limit:.1f} s, {factor:g}x the baseline's {now:.3f} s now"
-            f" + {floor:g} s"
+        raise answered_retry(
+            f"{context} timed out ({first}) but answered on a retry within {limit:.1f} s,"
+            f" {factor:g}x the baseline's {now:.3f} s now + {floor:g} s",
+            first_limit,
+            limit,
         )
 
     def correctness_drift(self, name: str, s: InputSet, ref: Reference, context: str) -> None:
@@ -773,7 +783,7 @@ class _ServerRun:
             )
             self.flags.update(outcome.flags)
         except InfrastructureFault as fault:
-            evaluation.verdict, evaluation.reason = Verdict.ERROR, "infrastructure"
+            evaluation.verdict, evaluation.reason = Verdict.ERROR, fault_reason(fault)
             evaluation.detail = str(fault)
         except Exception as exc:  # a judge bug must never be charged to the agent
             self.log.append({"judge_exception": traceback.format_exc()})

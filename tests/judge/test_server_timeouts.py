@@ -26,7 +26,7 @@ from judge.evaluation import retry_limit
 from judge.kinds.server_eval import Side, _ServerRun, baseline_scale
 from judge.private import InputSet, Reference, setup
 from judge.queue import JudgeQueue
-from judge.sandbox import InfrastructureFault
+from judge.sandbox import InfrastructureFault, TimeoutAnswered, fault_reason
 from judge.service import run_until_done
 from judge.verdict import Outcome, Verdict
 from tests.judge.test_server_docker import git_commit, make_task
@@ -141,6 +141,7 @@ def test_unmodified_code_on_a_machine_loaded_since_setup_is_not_wrong_timeout():
     with pytest.raises(InfrastructureFault, match="machine too slow to judge now") as fault:
         run.load(run.cand, s, 2, "case toy")
     assert "case toy timed out" in str(fault.value)
+    assert fault_reason(fault.value) == "infrastructure"  # the limit grew: the machine's fault
     # First try, the baseline now (the candidate frozen), the retry on the same server.
     assert [(op, frozen) for op, _, frozen in cand.calls] == [("run", False), ("run", False)]
     assert [(op, frozen) for op, _, frozen in base.calls] == [("run", True)]
@@ -172,9 +173,11 @@ def test_a_hanging_server_stays_wrong_timeout_and_a_slow_first_request_does_not(
         run.load(run.cand, s, 2, "case toy")
     assert wrong.value.reason == "timeout" and len(cand.calls) == 2
     run, cand, _, s = toy_run(Machine(), first_extra_s=FIRST_LIMIT * 10)
-    with pytest.raises(InfrastructureFault, match="machine too slow"):
+    with pytest.raises(TimeoutAnswered, match="answered on a retry") as fault:
         run.load(run.cand, s, 2, "case toy")
     assert len(cand.calls) == 2
+    # The baseline now was not slow: re-queued, and charged if every attempt ends so.
+    assert fault_reason(fault.value) == "timeout_answered"
 
 
 def test_without_confirmation_the_first_timeout_is_charged_and_the_baseline_not_asked():
@@ -239,15 +242,18 @@ def slow_server(text: str, always: bool) -> str:
 
 
 @pytest.mark.docker
-def test_a_stub_slow_only_on_its_first_request_is_error_and_a_hanging_one_wrong(
+def test_a_stub_slow_on_its_first_request_in_every_attempt_and_a_hanging_one_are_wrong(
     tmp_path, judge_private_dir, base_image
 ):
+    """The first completion of each evaluation waits: re-queued once (ERROR
+    ``timeout_answered``: the baseline was not slow), then charged WRONG ``timeout`` when the
+    second attempt ends the same way; a server that always hangs is WRONG at once."""
     root = make_task(tmp_path / "task", name="serve_stub_timeouts")
     overrides = [
         f"task={root}",
         f"judge.private_dir={judge_private_dir}",
         "judge.timeout_floor_s=3",
-        "judge.max_attempts=1",
+        "judge.max_attempts=2",
     ]
     cfg = compose_judge_config(overrides)
     home = setup(cfg)
@@ -263,7 +269,9 @@ def test_a_stub_slow_only_on_its_first_request_is_error_and_a_hanging_one_wrong(
     queue = JudgeQueue(home.queue_path)
     jobs = [queue.enqueue(arm="a", agent="w", repo=str(repo), commit=c) for c in (first, hang)]
     slow, hanging = run_until_done(cfg, home, jobs)
-    assert (slow.verdict, slow.reason) == (Verdict.ERROR, "infrastructure"), slow.detail
-    assert "machine too slow to judge now" in slow.detail
+    assert (slow.verdict, slow.reason) == (Verdict.WRONG, "timeout"), slow.detail
+    assert "in each of its 2 attempt(s)" in slow.detail and "answered on a retry" in slow.detail
+    assert queue.requeue_reasons(jobs[0]) == ["timeout_answered"]
+    assert queue.requeue_reasons(jobs[1]) == []
     assert (hanging.verdict, hanging.reason) == (Verdict.WRONG, "timeout"), hanging.detail
     assert "first try" in hanging.detail and "the baseline's" in hanging.detail

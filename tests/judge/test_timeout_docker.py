@@ -121,10 +121,12 @@ def _evaluate(evaluator, boxes, mode: str, job_id: int):
     return evaluation, json.loads((run.workdir / "log.json").read_text())["log"]
 
 
-def test_an_engine_slow_only_on_its_first_decode_is_not_convicted(evaluator, boxes):
+def test_an_engine_slow_only_on_its_first_decode_is_not_convicted_by_one_attempt(evaluator, boxes):
+    # ERROR timeout_answered: re-queued; only the same in every attempt is charged
+    # (judge.service.charge_repeated_timeouts, tests/judge/test_timeout_charge.py).
     evaluation, log = _evaluate(evaluator, boxes, "slow_once", 1)
-    assert (evaluation.verdict, evaluation.reason) == (Verdict.ERROR, "infrastructure")
-    assert "machine too slow to judge now" in evaluation.detail
+    assert (evaluation.verdict, evaluation.reason) == (Verdict.ERROR, "timeout_answered")
+    assert "slow only on its first try" in evaluation.detail
     # It did time out, and the baseline ran the same request before the retry.
     assert "no reply to decode within 1.3 s" in evaluation.detail
     [retry] = [e for e in log if "timeout_retry" in e]

@@ -21,7 +21,7 @@ import pytest
 from judge import compose_judge_config
 from judge.evaluation import Evaluator, _Run, retry_limit
 from judge.protocol import EngineFailure, Reply
-from judge.sandbox import InfrastructureFault
+from judge.sandbox import InfrastructureFault, TimeoutAnswered, fault_reason
 from judge.verdict import Outcome, Verdict
 from tests.judge.test_timing_rules import BASE_S, toy_home, toy_tokens
 
@@ -134,8 +134,10 @@ def test_the_unmodified_baseline_on_a_machine_loaded_since_set_up_is_not_convict
 ) -> None:
     # Ten times slower than at set-up: over the 6x set-up limit, under 6x the baseline now.
     run, cand, base = make_run(cfg, tmp_path, Machine(load=10.0))
-    with pytest.raises(InfrastructureFault, match="machine too slow to judge now"):
+    with pytest.raises(InfrastructureFault, match="machine too slow to judge now") as fault:
         judge_case(run, cand)
+    # The baseline now raised the limit: the machine's fault, never charged however often.
+    assert fault_reason(fault.value) == "infrastructure"
     first, retry = cand.started
     assert first.closed and retry.closed
     # Every phase is 10x slower: the prefill is the request that timed out, and was retried.
@@ -148,8 +150,12 @@ def test_the_unmodified_baseline_on_a_machine_loaded_since_set_up_is_not_convict
 
 def test_a_burst_of_load_on_the_first_decode_is_not_convicted(cfg, tmp_path) -> None:
     run, cand, _ = make_run(cfg, tmp_path, Machine(spike_s=60.0))
-    with pytest.raises(InfrastructureFault, match="answered in a fresh process"):
+    with pytest.raises(TimeoutAnswered, match="answered in a fresh process") as fault:
         judge_case(run, cand)
+    # The baseline now was not slow: re-queued once, charged if it happens in every attempt
+    # (judge.service.charge_repeated_timeouts), as a hang on purpose would.
+    assert fault_reason(fault.value) == "timeout_answered"
+    assert "slow only on its first try" in str(fault.value)
     first, retry = cand.started
     assert [op for op, _ in first.calls] == ["prefill", "decode"]
     assert [op for op, _ in retry.calls] == ["load", "prefill", "decode"]
