@@ -282,6 +282,30 @@ def test_codex_exec_stdout_adds_a_new_thread_whose_total_restarts(tmp_path: Path
     assert (report["input"], report["cache_read"], report["output"]) == (1200 + 700, 800, 130)
 
 
+def test_codex_calls_with_equal_usage_count_each(tmp_path: Path) -> None:
+    # Codex keys calls on the moving cumulative total, never on a response id or a usage:
+    # two calls that each used the same tokens are two calls.
+    def token_count(at: str, total: int) -> dict[str, Any]:
+        vector = {"input_tokens": 1000, "cached_input_tokens": 0, "output_tokens": 50}
+        totals = {k: v * total for k, v in vector.items()}
+        info = {"total_token_usage": totals, "last_token_usage": vector}
+        payload = {"type": "token_count", "info": info}
+        return {"timestamp": at, "type": "event_msg", "payload": payload}
+
+    rows = [
+        {"timestamp": "t0", "type": "turn_context", "payload": {"model": "gpt-5.5"}},
+        token_count("t1", 1),
+        token_count("t2", 2),
+        token_count("t3", 2),  # a re-emit: the total did not move
+    ]
+    rollout = tmp_path / "rollout-2026-11-20T09-00-00-x.jsonl"
+    rollout.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    report = summarise(rollout)
+
+    assert (report["input"], report["output"], report["requests"]) == (2000, 100, 2)
+
+
 # -- Gemini CLI ------------------------------------------------------------------------------
 
 
@@ -341,6 +365,24 @@ def test_gemini_resumed_legacy_json_copied_into_jsonl_counts_once() -> None:
 
     assert report["requests"] == 2
     assert (report["input"], report["cache_read"], report["output"]) == (900 + 1225, 8900, 236 + 40)
+
+
+def test_gemini_distinct_message_ids_with_equal_tokens_count_each(tmp_path: Path) -> None:
+    # The Gemini CLI names each message with its own randomUUID (chatRecordingService
+    # newMessage), so only a repeated id is a copy; equal tokens under two ids are two calls.
+    tokens = {"input": 700, "output": 30, "cached": 0, "thoughts": 10, "tool": 0, "total": 740}
+    rows = [
+        {"sessionId": "s", "projectHash": "p", "startTime": "t0"},
+        {"id": "uuid-1", "type": "gemini", "model": "gemini-2.5-pro", "tokens": tokens},
+        {"id": "uuid-2", "type": "gemini", "model": "gemini-2.5-pro", "tokens": tokens},
+        {"id": "uuid-2", "type": "gemini", "model": "gemini-2.5-pro", "tokens": tokens},
+    ]
+    session = tmp_path / "session-2026-11-20T09-00-abcd.jsonl"
+    session.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    report = summarise(session)
+
+    assert (report["input"], report["output"], report["requests"]) == (1400, 80, 2)
 
 
 # -- mini-swe-agent --------------------------------------------------------------------------
