@@ -27,7 +27,7 @@ STATE = {"first": True, "in_flight": 0, "cache": {}, "partner": None}
 LOCK = threading.Lock()
 SERIAL = threading.Lock()
 # Modes that cheat before the stream (or not at all in it): relayed as raw bytes.
-PASS_THROUGH = ("serial", "slow_first", "network")
+PASS_THROUGH = ("serial", "slow_first", "network", "cache")
 
 
 def start_checks():
@@ -219,13 +219,17 @@ class Proxy(BaseHTTPRequestHandler):
             # Bytes as they come, no line handling: the proxy's own cost per token is what a
             # lone request pays on top of the real server (gen_serial's single stream sat at
             # 1.066x against a 5% limit with a readline/flush per chunk).
+            kept = []
             while True:
                 data = resp.read1(1 << 16)
                 if not data:
                     break
                 self.wfile.write(data)
                 self.wfile.flush()
+                kept.append(data)
             conn.close()
+            if MODE == "cache":
+                STATE["cache"][key] = kept
             return
         kept, chunks = [], 0
         half = max(1, int(body.get("max_tokens", 2)) // 2)
