@@ -86,17 +86,16 @@ def split_chunk(line):
     choices = chunk.get("choices") or []
     if len(choices) != 1:
         return [line]
-    choice = choices[0]
-    where = choice.get("delta") if isinstance(choice.get("delta"), dict) else choice
-    text = where.get("content") if "content" in where else where.get("text")
+    chat = isinstance(choices[0].get("delta"), dict)
+    key = "content" if chat else "text"
+    text = (choices[0]["delta"] if chat else choices[0]).get(key)
     if not isinstance(text, str) or len(text) < 2:
         return [line]
-    key = "content" if "content" in where else "text"
     out = []
     for i, char in enumerate(text):
         piece = json.loads(json.dumps(chunk))
         one = piece["choices"][0]
-        (one["delta"] if where is not choice else one)[key] = char
+        (one["delta"] if chat else one)[key] = char
         if i < len(text) - 1:
             one["finish_reason"] = None
         out.append(b"data: " + json.dumps(piece).encode() + b"\n\n")
