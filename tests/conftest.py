@@ -1,7 +1,8 @@
-"""Shared test policy: tests marked ``docker`` need a real engine.
+"""Shared test policy: tests marked ``docker`` need a real engine, tests marked ``slurm`` a SLURM
+controller with a node (``scripts/slurm-cluster.sh ensure``).
 
 Without one they skip (with the reason) on a developer's machine, but fail when ``CI`` is set:
-in CI the Docker tests are the point, and a silent skip would prove nothing.
+in CI the Docker and SLURM tests are the point, and a silent skip would prove nothing.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -27,17 +30,56 @@ def _engine_problem() -> str | None:
     return None
 
 
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false")
+
+
 def _require_engine() -> None:
     problem = _engine_problem()
     if problem is None:
         return
-    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+    if _in_ci():
         pytest.fail(f"CI is set and a Docker test cannot run: {problem}", pytrace=False)
     pytest.skip(f"needs a Docker engine: {problem}")
 
 
+# Where scripts/slurm-cluster.sh writes the test cluster's slurm.conf.
+SLURM_TEST_DIR = Path(os.environ.get("SWARMLAB_SLURM_DIR", "/var/spool/swarmlab-slurm"))
+SLURM_TEST_CONF = SLURM_TEST_DIR / "slurm.conf"
+
+
+@functools.cache
+def _slurm_problem() -> str | None:
+    if "SLURM_CONF" not in os.environ and SLURM_TEST_CONF.is_file():
+        os.environ["SLURM_CONF"] = str(SLURM_TEST_CONF)  # the runner's sbatch calls inherit it
+    if shutil.which("sinfo") is None:
+        return "no SLURM client (sinfo) on PATH: run scripts/slurm-cluster.sh ensure (root)"
+    # The node's own slurmd must answer: the controller calls a dead node idle for a while.
+    for argv in (["scontrol", "show", "slurmd"], ["sinfo", "-h", "-N", "-o", "%T"]):
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired:
+            return f"{' '.join(argv)} did not answer in 20 s"
+        if out.returncode != 0:
+            return f"{' '.join(argv)}: {(out.stderr or out.stdout).strip()[:300]}"
+    if not {"idle", "mixed", "allocated"} & set(out.stdout.split()):
+        return f"no SLURM node takes jobs (sinfo: {out.stdout.strip()[:200]})"
+    return None
+
+
+def _require_slurm() -> None:
+    problem = _slurm_problem()
+    if problem is None:
+        return
+    if _in_ci():
+        pytest.fail(f"CI is set and a SLURM test cannot run: {problem}", pytrace=False)
+    pytest.skip(f"needs a SLURM cluster (scripts/slurm-cluster.sh ensure): {problem}")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("slurm"):
+        _require_slurm()
     if item.get_closest_marker("docker"):
         _require_engine()
 
