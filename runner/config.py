@@ -127,10 +127,18 @@ def _arm_names(arms: object) -> str:
     return "_".join(arms) if arms else "none"  # type: ignore[arg-type]
 
 
-def _job_minutes(minutes: float, drain_minutes: float, margin: float = 30) -> int:
-    """A cluster job's time limit: the budget, the drain, and a margin for the judge's setup
-    and preflight (the first time on a node) and the summary."""
-    return math.ceil(float(minutes) + float(drain_minutes) + float(margin))
+def _job_minutes(
+    minutes: float, drain_minutes: float, rejudge_minutes: float = 0, margin: float = 30
+) -> int:
+    """A cluster job's time limit: the budget, the drain, the re-judging phase, and a margin
+    for the judge's setup and preflight (the first time on a node) and the summary."""
+    return math.ceil(float(minutes) + float(drain_minutes) + float(rejudge_minutes) + margin)
+
+
+def _slurm_gres(device: str) -> str | None:
+    """The SLURM generic resource a job asks for to give its judge ``device``: one GPU for
+    ``cuda:N`` / ``gpu:N`` (SLURM picks which; the job sees it as its own), none for ``cpu``."""
+    return "gpu:1" if str(device).startswith(("cuda", "gpu")) else None
 
 
 # Paths given as they are: a folder's name may hold characters Hydra's lexer refuses (~ ^ ...).
@@ -159,13 +167,15 @@ def quote_verbatim(overrides: list[str]) -> list[str]:
 
 
 def register_configs() -> None:
-    """Schemas into Hydra's ConfigStore, and the ``arm_names`` and ``job_minutes`` resolvers
-    (idempotent)."""
+    """Schemas into Hydra's ConfigStore, and the ``arm_names``, ``job_minutes`` and
+    ``slurm_gres`` resolvers (idempotent)."""
     register_judge_configs()
     if not OmegaConf.has_resolver("arm_names"):
         OmegaConf.register_new_resolver("arm_names", _arm_names)
     if not OmegaConf.has_resolver("job_minutes"):
         OmegaConf.register_new_resolver("job_minutes", _job_minutes)
+    if not OmegaConf.has_resolver("slurm_gres"):
+        OmegaConf.register_new_resolver("slurm_gres", _slurm_gres)
     cs = ConfigStore.instance()
     cs.store(name="runner_schema", node=RunnerConfig)
     cs.store(group="schema", name="arm", node=ArmConfig)

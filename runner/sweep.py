@@ -6,7 +6,11 @@ when it starts, then ``ok``, ``failed`` (with the error text) or ``interrupted``
 function never lets an ``Exception`` out: Hydra's basic sweeper re-raises a failed job's
 exception after the batch, which would skip ``on_multirun_end`` and so the aggregate. A job
 killed outright (a launcher's worker killed, a node lost) leaves ``running`` behind and shows
-as ``incomplete``.
+as ``incomplete``. Under SLURM the record names the job's SLURM id and node (``slurm``).
+
+A job run again in its own folder (SLURM requeued it: preempted, or submitit's checkpoint on
+USR2 at the time limit) finds its unfinished run there and resumes it (``resume=DIR``) instead
+of starting over; the earlier records of that job are kept in ``attempts``.
 
 :class:`AggregateSweep` (``hydra.callbacks`` in ``conf/runner.yaml``) writes the aggregate at
 the end of the sweep, in the launching process; ``runner.__main__`` also writes it when the
@@ -30,9 +34,19 @@ from omegaconf import DictConfig, OmegaConf
 
 from judge import stop_services
 from runner.config import register_configs
-from runner.experiment import REFUSED, Run, say
+from runner.events import EventLog
+from runner.experiment import REFUSED, Run, resume_experiment, say
 
 JOB_FILE = "job.json"
+# What SLURM tells a job about itself (sbatch's output environment), as job.json's ``slurm``.
+SLURM_VARS = {
+    "job_id": "SLURM_JOB_ID",
+    "node": "SLURMD_NODENAME",
+    "array_job_id": "SLURM_ARRAY_JOB_ID",
+    "array_task_id": "SLURM_ARRAY_TASK_ID",
+    "partition": "SLURM_JOB_PARTITION",
+    "restart_count": "SLURM_RESTART_COUNT",
+}
 # The jobs of this process that a signal interrupted.
 _INTERRUPTED: list[Path] = []
 
@@ -48,6 +62,32 @@ def _write_job(run_dir: Path, record: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def slurm_record(env: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The SLURM job this process runs in (id, node, array ids, restarts), or None outside
+    SLURM."""
+    env = os.environ if env is None else env  # type: ignore[assignment]
+    found = {key: env[var] for key, var in SLURM_VARS.items() if env.get(var)}
+    return found or None
+
+
+def _read_job(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads((run_dir / JOB_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def unfinished_run(run_dir: Path) -> bool:
+    """``run_dir`` holds a run that started its agents and never ended (killed, or stopped by
+    submitit's checkpoint): ``resume=run_dir`` continues it."""
+    db = run_dir / "events.sqlite"
+    if not db.is_file():
+        return False
+    meta = EventLog(db).meta()
+    return meta.get("status") == "running" and bool(meta.get("run_id"))
+
+
 def run_job(cfg: DictConfig, run_dir: Path) -> int:
     """One sweep job: the experiment in ``run_dir``, its outcome in ``run_dir/job.json``.
 
@@ -55,6 +95,8 @@ def run_job(cfg: DictConfig, run_dir: Path) -> int:
     becomes a ``failed`` record and status 1, never an exception out of the job."""
     run_dir.mkdir(parents=True, exist_ok=True)
     hydra = HydraConfig.get() if HydraConfig.initialized() else None
+    previous = _read_job(run_dir)
+    resume = unfinished_run(run_dir)
     record: dict[str, Any] = {
         "status": "running",
         "seed": cfg.get("seed"),
@@ -62,8 +104,14 @@ def run_job(cfg: DictConfig, run_dir: Path) -> int:
         "job_num": hydra.job.get("num") if hydra else None,
         "host": socket.gethostname(),
         "pid": os.getpid(),
+        "slurm": slurm_record(),
         "started_at": time.time(),
+        "resumed": resume,
     }
+    if previous:
+        # This job ran here before (a requeued SLURM job): what became of each earlier attempt.
+        earlier = previous.pop("attempts", [])
+        record["attempts"] = [*earlier, previous]
     if _INTERRUPTED:
         # Ctrl-C stopped a job of this process (the basic launcher runs them one after
         # another): the rest of the sweep is not started either.
@@ -78,7 +126,11 @@ def run_job(cfg: DictConfig, run_dir: Path) -> int:
     _write_job(run_dir, record)
     error = None
     try:
-        status = Run(cfg, run_dir).start()
+        if resume:
+            say(f"sweep: {run_dir} holds this job's unfinished run: resuming it")
+            status = resume_experiment(run_dir)
+        else:
+            status = Run(cfg, run_dir).start()
     except REFUSED as exc:
         say(f"runner: {exc}")
         status, error = 2, f"refused: {exc}"

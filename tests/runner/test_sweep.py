@@ -132,7 +132,7 @@ def test_slurm_preset_composes_with_a_time_limit_past_the_budget():
         )
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
-    assert launcher.timeout_min == 45 + 3 + 30
+    assert launcher.timeout_min == 45 + 3 + 10 + 30  # budget, drain, rejudge.max_minutes, setup
     assert cfg.hydra.callbacks.aggregate_sweep._target_ == "runner.sweep.AggregateSweep"
 
 
