@@ -78,14 +78,15 @@ def _read_job(run_dir: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def unfinished_run(run_dir: Path) -> bool:
-    """``run_dir`` holds a run that started its agents and never ended (killed, or stopped by
-    submitit's checkpoint): ``resume=run_dir`` continues it."""
+def run_state(run_dir: Path) -> str | None:
+    """The status of the run ``run_dir`` holds (``running``: it started its agents and never
+    ended, killed or stopped by submitit's checkpoint, and ``resume=run_dir`` continues it;
+    ``finished``, ``interrupted``: it ended), or None when no run started there."""
     db = run_dir / "events.sqlite"
     if not db.is_file():
-        return False
+        return None
     meta = EventLog(db).meta()
-    return meta.get("status") == "running" and bool(meta.get("run_id"))
+    return str(meta.get("status")) if meta.get("run_id") else None
 
 
 def run_job(cfg: DictConfig, run_dir: Path) -> int:
@@ -96,7 +97,8 @@ def run_job(cfg: DictConfig, run_dir: Path) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     hydra = HydraConfig.get() if HydraConfig.initialized() else None
     previous = _read_job(run_dir)
-    resume = unfinished_run(run_dir)
+    state = run_state(run_dir)
+    resume = state == "running"
     record: dict[str, Any] = {
         "status": "running",
         "seed": cfg.get("seed"),
@@ -123,6 +125,18 @@ def run_job(cfg: DictConfig, run_dir: Path) -> int:
         )
         _write_job(run_dir, record)
         return 130
+    if state is not None and not resume:
+        # The job ran again after its run ended (SLURM requeued it after a SIGTERM stop, or
+        # after it finished): that run is its result, never a new one started over it.
+        status = 0 if state == "finished" else 130
+        record.update(
+            status="ok" if status == 0 else "interrupted",
+            exit_status=status,
+            error=None if status == 0 else f"the run here ended {state}; not started again",
+            ended_at=time.time(),
+        )
+        _write_job(run_dir, record)
+        return status
     _write_job(run_dir, record)
     error = None
     try:

@@ -115,10 +115,25 @@ def test_a_requeued_job_resumes_its_unfinished_run(recorder, tmp_path, monkeypat
 
 
 @pytest.mark.parametrize(
-    "meta", [None, {"status": "finished", "run_id": "r1"}, {"status": "running"}]
+    ("state", "code", "status"), [("finished", 0, "ok"), ("interrupted", 130, "interrupted")]
 )
+def test_a_job_run_again_after_its_run_ended_keeps_that_run(
+    recorder, tmp_path, state, code, status
+):
+    """Requeued after its run ended (finished, or stopped in order by SIGTERM): neither resumed
+    nor started over; the job's outcome is that run's."""
+    job = tmp_path / "job"
+    job.mkdir()
+    EventLog(job / "events.sqlite").set_meta(run_id="r1", status=state)
+    assert sweep.run_job(OmegaConf.create({"seed": 1}), job) == code
+    assert recorder.calls == []
+    record = json.loads((job / sweep.JOB_FILE).read_text())
+    assert (record["status"], record["resumed"]) == (status, False)
+
+
+@pytest.mark.parametrize("meta", [None, {"status": "running"}])
 def test_a_folder_without_an_unfinished_run_starts_one(recorder, tmp_path, meta):
-    """No event log, a finished run, or one killed before it started (no run id): no resume."""
+    """No event log, or a run killed before it started its agents (no run id): no resume."""
     job = tmp_path / "job"
     job.mkdir()
     if meta is not None:
