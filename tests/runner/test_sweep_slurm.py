@@ -184,8 +184,17 @@ def test_a_job_stopped_by_slurm_resumes_its_run(
         wait_for(lambda: db.is_file() and _counts(db)[1], 900, "a first evaluation")
         record = read_job(job_dir)
         assert record["status"] == "running" and not record["resumed"], record
-        subprocess.run(["scancel", "--signal=USR2", record["slurm"]["job_id"]], check=True)
+        job_id = record["slurm"]["job_id"]
+        subprocess.run(["scancel", "--signal=USR2", job_id], check=True)
+        # SLURM holds a requeued job for two minutes (BeginTime): here it may start at once.
+        wait_for(
+            lambda: scontrol_jobs(job_id)[job_id]["Restarts"] == "1", 300, "SLURM to requeue it"
+        )
+        # The stopped attempt shows as interrupted before the job runs again.
+        wait_for(lambda: read_job(job_dir)["status"] == "interrupted", 120, "job.json interrupted")
+        assert EventLog(db).meta()["status"] == "running"  # the run itself: resumable
         before_submissions, before_evaluated = _counts(db)
+        subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=False)
         sweep.wait(timeout=1500)
         wall = time.monotonic() - started
     finally:
