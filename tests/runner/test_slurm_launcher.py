@@ -39,6 +39,24 @@ def test_the_judge_device_maps_to_a_gpu_gres(device, gres):
     assert _launcher(f"judge.device={device}").gres == gres
 
 
+def test_the_gpu_slurm_gave_is_the_judges_device_in_the_job(monkeypatch):
+    """docs/cluster.md: Docker names GPUs by the host's index; in the job SLURM_JOB_GPUS says
+    which one SLURM gave. At submission (no such variable) the device still asks for a GPU."""
+    monkeypatch.delenv("SLURM_JOB_GPUS", raising=False)
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    register_configs()
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        cfg = compose(
+            config_name="runner",
+            overrides=["experiment=swarm_vs_solo", "hydra/launcher=slurm",
+                       "judge.device='cuda:${oc.env:SLURM_JOB_GPUS,0}'"],
+            return_hydra_config=True,
+        )  # fmt: skip
+    assert (cfg.hydra.launcher.gres, cfg.judge.device) == ("gpu:1", "cuda:0")
+    monkeypatch.setenv("SLURM_JOB_GPUS", "3")
+    assert cfg.judge.device == "cuda:3"
+
+
 def test_the_time_limit_is_budget_drain_rejudging_and_a_setup_margin():
     launcher = _launcher("budget.minutes=45", "budget.drain_minutes=2.5", "rejudge.max_minutes=7")
     assert launcher.timeout_min == 45 + 3 + 7 + 30  # the drain's half minute rounded up
