@@ -23,7 +23,8 @@ import pytest
 from runner.events import EventLog
 from tasks.schema import PROJECT_ROOT
 
-pytestmark = [pytest.mark.slurm, pytest.mark.docker]
+# The first SLURM job on a fresh judge folder sets up and preflights the judge (~7 min here).
+pytestmark = [pytest.mark.slurm, pytest.mark.docker, pytest.mark.timeout(1800)]
 
 # The same tiny budget as the joblib sweep test, ended by counts rather than minutes (a busy
 # machine makes the run slower, not different); the minutes are only a ceiling.
