@@ -62,7 +62,8 @@ def _slurm_problem() -> str | None:
             return f"{' '.join(argv)} did not answer in 20 s"
         if out.returncode != 0:
             return f"{' '.join(argv)}: {(out.stderr or out.stdout).strip()[:300]}"
-    if not {"idle", "mixed", "allocated"} & set(out.stdout.split()):
+    # completing: a job ending (its processes get KillWait to exit); the node takes the next.
+    if not {"idle", "mixed", "allocated", "completing"} & set(out.stdout.split()):
         return f"no SLURM node takes jobs (sinfo: {out.stdout.strip()[:200]})"
     return None
 

@@ -100,6 +100,14 @@ def stop_leftovers(sweep_dir: Path, find_judge_services) -> list[int]:
     submitted = [p.name for p in (sweep_dir / ".submitit").glob("*_*") if p.is_dir()]
     if submitted:  # submitit's folder per job, named by its SLURM id
         subprocess.run(["scancel", "--quiet", *submitted], check=False)
+        # A cancelled job stops its run in order (SIGTERM, then SIGKILL after KillWait): let it
+        # end before the test's fixtures release what it may have left (seat mounts).
+        queued = ["squeue", "-h", "-j", ",".join(submitted)]
+        deadline = time.monotonic() + 120
+        while subprocess.run(queued, capture_output=True, text=True).stdout.strip():
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1)
     deadline = time.monotonic() + 90
     while (left := find_judge_services(sweep_dir)) and time.monotonic() < deadline:
         time.sleep(0.5)
