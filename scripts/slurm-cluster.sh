@@ -4,7 +4,7 @@
 #
 #   bash scripts/slurm-cluster.sh ensure   # sinfo shows a node idle? nothing to do. Else (root):
 #                                          # install slurm-wlm + munge if missing, write a munge
-#                                          # key and slurm.conf if missing, start the daemons, wait
+#                                          # key if missing and slurm.conf, start the daemons, wait
 #   bash scripts/slurm-cluster.sh start    # same as ensure
 #   bash scripts/slurm-cluster.sh stop     # stop the daemons THIS script started (pid files)
 #   bash scripts/slurm-cluster.sh status   # does the controller answer, and who started it
@@ -25,10 +25,11 @@ export SLURM_CONF="$conf"
 node=$(hostname -s)
 
 # The controller answers, this node's slurmd answers (the controller goes on calling a node
-# idle for SlurmdTimeout after its slurmd died), and the node takes jobs (idle, mixed, allocated).
+# idle for SlurmdTimeout after its slurmd died), and the node takes jobs (idle, mixed, allocated,
+# completing).
 answers() {
   timeout 10 scontrol show slurmd >/dev/null 2>&1 &&
-    timeout 10 sinfo -h -N -n "$node" -o '%T' 2>/dev/null | grep -Eq '^(idle|mixed|allocated)$'
+    timeout 10 sinfo -h -N -n "$node" -o '%T' 2>/dev/null | grep -Eq '^(idle|mixed|allocated|completing)$'
 }
 
 # The pid in pid file $1, if that process is still a $2 (guards against a reused pid).
@@ -65,13 +66,15 @@ munge_key() {
   chmod 400 "$key"
 }
 
+# Written each time this script starts the daemons: a conf from an older version of this script,
+# or from before the machine changed, never lingers.
 write_conf() {
-  [ -s "$conf" ] && return 0
   # slurmd -C: this machine's CPUs, sockets, cores, threads and memory as slurmd will see them
   # (a NodeName line that claims more than the machine has leaves the node INVALID).
   local hw
   hw=$(slurmd -C | head -n 1 | sed -E 's/^NodeName=[^ ]+ //; s/ UpTime=.*//')
   local gres_types="" gres_node=""
+  rm -f "$dir/gres.conf"
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     local n
     n=$(nvidia-smi -L | grep -c '^GPU ')
@@ -84,7 +87,7 @@ write_conf() {
     fi
   fi
   cat >"$conf" <<EOF
-# Written by scripts/slurm-cluster.sh for a one-node test cluster on $node. Delete it to rewrite.
+# Written by scripts/slurm-cluster.sh (ensure) for a one-node test cluster on $node.
 ClusterName=swarmlab
 SlurmctldHost=$node
 # Root runs the daemons here (no slurm user to set up); jobs run as their submitter.
