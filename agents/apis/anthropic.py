@@ -36,6 +36,12 @@ class Anthropic(VendorApi):
             found.append("mcp_servers")
         return found
 
+    def quota_error(self, message: str) -> tuple[int, dict[str, Any]]:
+        # Anthropic's error shape is {"type": "error", "error": {"type", "message"}}; 429 is
+        # rate_limit_error, "Your account has hit a rate limit", which is also how a
+        # workspace's spend limit is answered (https://docs.anthropic.com/en/api/errors).
+        return 429, {"type": "error", "error": {"type": "rate_limit_error", "message": message}}
+
     def usage_of(self, objects: list[Any]) -> TokenUsage | None:
         usage: dict[str, Any] | None = None
         model = ""

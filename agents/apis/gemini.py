@@ -35,6 +35,12 @@ class Gemini(VendorApi):
         tools = request.get("tools") if isinstance(request.get("tools"), list) else []
         return [k for t in tools if isinstance(t, dict) for k in t if k in self.server_tools]
 
+    def quota_error(self, message: str) -> tuple[int, dict[str, Any]]:
+        # 429 RESOURCE_EXHAUSTED, the Google API error shape {"error": {"code", "message",
+        # "status"}}: "You've exceeded the rate limit" or the quota
+        # (https://ai.google.dev/gemini-api/docs/troubleshooting#error-codes).
+        return 429, {"error": {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED"}}
+
     def usage_of(self, objects: list[Any]) -> TokenUsage | None:
         counts: dict[str, Any] | None = None
         model = ""

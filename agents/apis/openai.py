@@ -75,6 +75,11 @@ class OpenAI(VendorApi):
                 found, model = obj["usage"], str(obj.get("model") or model)
         return None if found is None else with_model(api_usage(found), model)
 
+    def quota_error(self, message: str) -> tuple[int, dict[str, Any]]:
+        # 429 insufficient_quota, "You exceeded your current quota, please check your plan and
+        # billing details" (https://platform.openai.com/docs/guides/error-codes/api-errors).
+        return super().quota_error(message)
+
     def error_of(self, obj: dict[str, Any]) -> str | None:
         kind = obj.get("type")
         if kind == "response.failed":
