@@ -176,11 +176,11 @@ class SpendingLedger:
                 spend = self._by_arm.get(arm) or Spend()
             spent = spend.value(limit.budget)
             if spent >= limit.limit:
-                value: float = round(spent, 6) if limit.budget == "cost_usd" else int(spent)
+                cost = limit.budget == "cost_usd"
                 return {
                     "budget": limit.budget,
-                    "spent": value,
-                    "limit": limit.limit,
+                    "spent": round(spent, 6) if cost else int(spent),
+                    "limit": limit.limit if cost else int(limit.limit),
                     "scope": limit.scope,
                 }
         return None

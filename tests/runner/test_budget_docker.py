@@ -88,6 +88,7 @@ def test_a_matched_output_token_budget_ends_the_run(judge_private_dir, base_imag
     assert set(spent) == seats, report
     for (arm, agent), (detail, at) in spent.items():
         assert detail["budget"] == "output_tokens" and detail["limit"] == LIMIT, detail
+        assert isinstance(detail["limit"], int) and isinstance(detail["spent"], int), detail
         assert detail["spent"] >= LIMIT and detail["scope"] == "per_arm", detail
         later = [ev for a, s, ev, _, t in trail if (a, s) == (arm, agent) and t > at]
         assert not {"started", "restarted"} & set(later), (arm, agent, later)
