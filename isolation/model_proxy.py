@@ -54,6 +54,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from isolation.fair_use import FairUse
+
 TOKEN_PREFIX = "sk-swarmlab-seat-"
 # Headers that belong to one connection (RFC 9110 7.6.1) or carry a caller's credentials: never
 # forwarded. The vendor's own auth header is set by the proxy.
@@ -140,6 +142,10 @@ class VendorPolicy(Protocol):
         """An error the vendor sent inside a response body, or None."""
         ...
 
+    def rate_limit_error(self, message: str) -> bytes:
+        """The body of the vendor's own 429 answer when its rate limit is hit."""
+        ...
+
     def quota_error(self, message: str) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) of the vendor's own answer when a quota is exhausted."""
         ...
@@ -184,6 +190,8 @@ class ModelCall:
     cache_write: int | None = None
     output: int | None = None
     reasoning: int | None = None
+    # Seconds the call waited at the proxy for its seat's fair-use slot (isolation.fair_use).
+    queued_s: float = 0.0
 
     def set_usage(self, body: bytes, content_type: str, api: VendorPolicy) -> None:
         """Read the usage (and an error the vendor sent inside a 200 stream) from ``body``, as
@@ -234,6 +242,7 @@ class ModelProxy:
         record: called with every finished :class:`ModelCall` (the run's event log); its
             failures are kept in :attr:`record_errors`, never raised into a seat's request.
         timeout_s: socket timeout towards the vendor (a stream silent for this long fails).
+        fair_use: per-seat concurrency and rate limits (``isolation.fair_use``); None: none.
         spending: the seats' token and cost budgets (``isolation.spending``): every answered
             call's usage is added to it, and a seat whose budget is spent gets the vendor's
             quota error (429) instead of a forward. None: no such budget.
@@ -249,6 +258,7 @@ class ModelProxy:
     record: Callable[[ModelCall], None] | None = None
     timeout_s: float = 600.0
     server_tools: bool = False
+    fair_use: FairUse | None = None
     spending: Spending | None = None
     on_budget: Callable[[str, str, str], None] | None = None
     calls: deque[ModelCall] = field(default_factory=lambda: deque(maxlen=CALLS_KEPT))
@@ -516,7 +526,35 @@ class ModelProxy:
                         " vendor would reach the network for the seat",
                     )
                     return
-                self._call_vendor(call, proxy.target(path, query), body, headers)
+                if proxy.fair_use is None:
+                    self._call_vendor(call, proxy.target(path, query), body, headers)
+                    return
+                # Over the seat's share a request waits for its slot (isolation.fair_use).
+                with proxy.fair_use.slot(seat) as grant:
+                    call.queued_s = round(grant.waited_s, 6)
+                    if not grant.ok:
+                        self._rate_limited(call, grant.retry_after)
+                        return
+                    self._call_vendor(call, proxy.target(path, query), body, headers)
+
+            def _rate_limited(self, call: ModelCall, retry_after: str) -> None:
+                """429 with ``Retry-After`` in the vendor's own shape: the CLI retries as it
+                does when the vendor's rate limit is hit."""
+                message = (
+                    "swarmlab fair use: this seat's share of the account's rate limit is in"
+                    f" use; retry after {retry_after} s"
+                )
+                call.status, call.error, call.retry_after = 429, "fair use: " + message, retry_after
+                data = proxy.api.rate_limit_error(message)
+                try:
+                    self.send_response(429)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.send_header("Retry-After", retry_after)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    self.close_connection = True
 
             def _over_budget(self, call: ModelCall, seat: Caller) -> bool:
                 """A seat whose token or cost budget is spent gets the vendor's own quota
@@ -674,6 +712,9 @@ class _Server(ThreadingHTTPServer):
     cut every open connection when the proxy stops."""
 
     daemon_threads = True
+    # Seats' connections arriving at once (parallel calls of many seats) wait in the listen
+    # queue instead of being dropped (a dropped SYN costs its caller a second or more).
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(address, handler)

@@ -64,6 +64,20 @@ class AgentConfig:
 
 
 @dataclass
+class FairUseConfig:
+    """Per-seat limits at the model proxy (isolation/fair_use.py): one vendor account is shared
+    by every seat of the run, both arms, so none can use up the account's rate limit. null:
+    none. A seat's own limit, when set, wins over its equal share of the account's."""
+
+    account_rpm: float | None = None
+    account_concurrency: int | None = None
+    seat_rpm: float | None = None
+    seat_concurrency: int | None = None
+    # A request over its seat's limit waits this long at most, then gets the vendor's 429.
+    max_wait_s: float = 60.0
+
+
+@dataclass
 class IsolationConfig:
     """Where agents run. ``docker`` isolates; ``local`` is for development and isolates nothing."""
 
@@ -75,6 +89,7 @@ class IsolationConfig:
     # What one seat may write (its clone, notes and outbox together), in MiB; null: no quota.
     # Enforced as root with a loop-mounted filesystem per seat (isolation/quota.py).
     disk_quota_mb: int | None = 2048
+    fair_use: FairUseConfig = field(default_factory=FairUseConfig)
 
 
 @dataclass

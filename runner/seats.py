@@ -36,6 +36,7 @@ from agents.clients import Client, ClientMissing, KeyMissing, get_client, model_
 from arms.directions import direction_texts
 from arms.prompts import RenderedPrompt, render_keep_going, render_prompt
 from isolation.backends import AgentSpec
+from isolation.fair_use import FairUse, limits_from
 from isolation.host_firewall import HostFirewall, firewall_problem
 from isolation.model_proxy import ModelProxy
 from isolation.spending import TOKEN_BUDGETS, Limit, SpendingLedger, ledger_from
@@ -179,6 +180,7 @@ def seat_proxy(
             host=gateway,
             record=events.add_model_call,
             server_tools=bool(cfg.agent.get("server_tools", False)),
+            fair_use=_fair_use(cfg, summary),
             spending=ledger,
             on_budget=ledger.note_refused if ledger is not None else None,
         ).start()
@@ -234,6 +236,19 @@ class _Recorded:
         self.model = str(row.get("model") or "")
         self.input, self.cache_read = row.get("input"), row.get("cache_read")
         self.cache_write, self.output = row.get("cache_write"), row.get("output")
+
+
+def run_seats(cfg: DictConfig) -> int:
+    """Every seat of the run, both arms counted: the account's limits are shared among them."""
+    return sum(len(arm.seats) for arm in (cfg.get("arms") or {}).values())
+
+
+def _fair_use(cfg: DictConfig, summary: dict[str, Any]) -> FairUse | None:
+    """The proxy's per-seat limits (``isolation.fair_use``), recorded in the meta's ``proxy``;
+    None without any."""
+    limits = limits_from(cfg.isolation.get("fair_use"), run_seats(cfg))
+    summary["fair_use"] = limits.to_dict() if limits.limited else None
+    return FairUse(limits) if limits.limited else None
 
 
 def _close_the_host(

@@ -223,6 +223,10 @@ def settings_problems(cfg: DictConfig) -> list[str]:
     quota = quota_setting_problem(iso.get("disk_quota_mb"))
     if quota:
         problems.append(quota)
+    from isolation.fair_use import fair_use_problem
+    from runner.seats import run_seats
+
+    problems += [p for p in [fair_use_problem(iso.get("fair_use"), run_seats(cfg))] if p]
     _size(problems, "agent.memory", cfg.agent.memory, optional=True)
     if not str(cfg.agent.image).strip():
         problems.append("agent.image='': name the agents' image")

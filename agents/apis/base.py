@@ -109,6 +109,11 @@ class VendorApi:
         it), or None when it reported none (an error, a model listing, a token count)."""
         return self.usage_of(response_objects(body, content_type))
 
+    def rate_limit_error(self, message: str) -> bytes:
+        """The body of the vendor's 429 when its rate limit is hit (the proxy's fair use
+        answers with it, so a CLI backs off and retries as it would for the vendor)."""
+        return json.dumps({"error": {"type": "rate_limit_error", "message": message}}).encode()
+
     def quota_error(self, message: str) -> tuple[int, dict[str, Any]]:
         """The vendor's own answer to a request over an exhausted quota: (HTTP status, JSON
         body), what the model proxy sends a seat whose token or cost budget is spent

@@ -7,6 +7,7 @@ in a chunk (its ``status``).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -30,6 +31,11 @@ class Gemini(VendorApi):
     billing_headers = frozenset({"x-goog-user-project"})
     # Tool kinds (a tool is an object keyed by its kind).
     server_tools = ("googleSearch", "googleSearchRetrieval", "urlContext", "codeExecution")
+
+    def rate_limit_error(self, message: str) -> bytes:
+        # ai.google.dev/gemini-api/docs/troubleshooting: 429 RESOURCE_EXHAUSTED (rate limit).
+        error = {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED"}
+        return json.dumps({"error": error}).encode()
 
     def tools_in(self, request: dict[str, Any]) -> list[str]:
         tools = request.get("tools") if isinstance(request.get("tools"), list) else []

@@ -10,6 +10,7 @@ chunk.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -40,6 +41,11 @@ class OpenAI(VendorApi):
     billing_headers = frozenset({"openai-organization", "openai-project"})
     # Responses tool types; Chat Completions' web_search_options is a key of the request.
     server_tools = ("web_search", "file_search", "code_interpreter", "mcp")
+
+    def rate_limit_error(self, message: str) -> bytes:
+        # platform.openai.com/docs/guides/error-codes: 429 "Rate limit reached for requests".
+        error = {"message": message, "type": "requests", "param": None}
+        return json.dumps({"error": {**error, "code": "rate_limit_exceeded"}}).encode()
 
     def tools_in(self, request: dict[str, Any]) -> list[str]:
         tools = request.get("tools") if isinstance(request.get("tools"), list) else []
