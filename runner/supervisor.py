@@ -113,7 +113,16 @@ class Supervisor:
         for seat in self.seats.values():
             why = self._spent(seat)
             if why is not None:  # a resumed run's seat that had spent its budget before
-                self._record_spent(seat, why)
+                spec = seat.spec
+                told = self.events.table(
+                    "lifecycle",
+                    "WHERE event = 'budget_spent' AND arm = ? AND agent = ?",
+                    (spec.arm, spec.agent),
+                )
+                if told:  # recorded before the runner restarted: once is enough
+                    seat.spent = {k: v for k, v in why.items() if k != "at"}
+                else:
+                    self._record_spent(seat, why)
                 continue
             self._start(seat, event)
 

@@ -104,6 +104,11 @@ def test_a_resumed_run_counts_what_was_spent_and_starts_no_spent_seat(tmp_path):
     sup.start_all("restarted")
     assert [(s.arm, s.agent) for s in backend.started] == [("swarm", "w1")]
     assert [(a, s) for a, s, _ in _events(events, "budget_spent")] == [("solo", "w1")]
+    # A second restart of the runner: the seat is still not started, and not told twice.
+    again = Supervisor(FakeBackend(), events, specs, budgets=ledger)
+    again.start_all("restarted")
+    assert len(_events(events, "budget_spent")) == 1
+    assert again.seats[("solo", "w1")].spent is not None and not again.all_spent()
     # A new seat token of a resumed seat adds to what the seat spent before.
     ledger.add_seat("new-token", "swarm", "w1")
     ledger.add("new-token", _usage("swarm", "w1", 80))
