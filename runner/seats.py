@@ -246,7 +246,7 @@ def run_seats(cfg: DictConfig) -> int:
 def _fair_use(cfg: DictConfig, summary: dict[str, Any]) -> FairUse | None:
     """The proxy's per-seat limits (``isolation.fair_use``), recorded in the meta's ``proxy``;
     None without any."""
-    limits = limits_from(cfg.isolation.get("fair_use"), run_seats(cfg))
+    limits = limits_from((cfg.get("isolation") or {}).get("fair_use"), run_seats(cfg))
     summary["fair_use"] = limits.to_dict() if limits.limited else None
     return FairUse(limits) if limits.limited else None
 
