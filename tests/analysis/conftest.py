@@ -561,6 +561,19 @@ def _budgets(events: EventLog) -> None:
                 output=output, reasoning=0,
             )
         )  # fmt: skip
+    # Fair use (isolation.fair_use): one of solo's calls waited 3.5 s for its slot, one of
+    # swarm/w2's was answered 429 past the bound (never forwarded).
+    fair = {"concurrency": 2, "rpm": 20.0, "max_wait_s": 60.0}
+    events.set_meta(proxy={"network": "swarmlab-seats-x", "calls": 6, "fair_use": fair})
+    with events.connect() as db:
+        db.execute("UPDATE model_calls SET queued_s = 3.5 WHERE arm = 'solo' AND id = ("
+                   "SELECT min(id) FROM model_calls WHERE arm = 'solo')")  # fmt: skip
+    events.add_model_call(
+        ModelCall(
+            "swarm", "w2", "POST", "/v1/messages", T0 + 50, status=429, finished_at=T0 + 110,
+            error="fair use: swarmlab fair use: ...", retry_after="3", queued_s=60.0,
+        )
+    )  # fmt: skip
     for agent in ("w1", "w2"):
         events.lifecycle(
             "swarm", agent, "budget_spent", budget="output_tokens", spent=3300, limit=3000

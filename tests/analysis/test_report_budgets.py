@@ -62,6 +62,12 @@ def test_the_report_draws_both_and_shows_the_budgets(run_factory):
     assert "| swarm | output tokens | 3,000 | 3,300 | 110% | spent |" in text
     assert "swarm/w1 by output tokens (3,300 of 3,000)" in text
     assert "the others (swarm/critic, solo/w1) ran until the run ended (`deadline`)" in text
+    # What fair use cost each arm: waits for a slot, and refusals past the bound.
+    assert (
+        "Fair use of the account (per seat: 2 in flight, 20 a minute, waits <= 60 s;"
+        " `isolation/fair_use.py`): swarm 1 call(s) waited 60.0 s in all, 1 answered 429;"
+        " solo 1 call(s) waited 3.5 s in all, 0 answered 429." in text
+    )
     # A scripted agent stays labelled scripted.
     assert "Agents: scripted (no model)" in text
 
