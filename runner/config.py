@@ -110,9 +110,11 @@ class BudgetConfig:
     minutes: float = 60.0
     # Optional cap on submissions per agent (the seed's "turn cap"); null: none.
     max_submissions_per_agent: int | None = None
-    # Judge evaluations per arm (its agents' submissions; the runner's re-judgements aside):
-    # submissions beyond it are refused, and the run ends once every arm's were all judged,
-    # or at the deadline, whichever comes first. null: no such budget.
+    # Judge evaluations per arm, or per submitting seat with scope.evaluations=per_seat (its
+    # agents' submissions; the runner's re-judgements aside): submissions beyond it are
+    # refused, and an arm is done once its were all judged (runner/gateway.py arms_ended).
+    # The run ends when every arm is done, by this budget or its seats' token budgets, or at
+    # the deadline, whichever comes first. null: no such budget.
     evaluations: int | None = None
     # Tokens and estimated cost, counted at the model proxy from the vendor's own usage
     # (isolation/spending.py): a seat over its budget gets the vendor's quota error and is
@@ -174,6 +176,14 @@ def budget_scope(cfg: DictConfig, name: str) -> str:
         return "per_arm"
     scope = cfg.budget.get("scope") or {}
     return str(scope.get(name) or "per_arm")
+
+
+def evaluations_budget(cfg: DictConfig, scope: str) -> int | None:
+    """``budget.evaluations`` where its scope is ``scope`` (per_arm or per_seat), else None."""
+    limit = cfg.budget.get("evaluations")
+    if limit is None or budget_scope(cfg, "evaluations") != scope:
+        return None
+    return int(limit)
 
 
 def budgets_meta(cfg: DictConfig) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from judge import (
     run_metric,
     save_judge_config,
 )
-from runner.config import budgets_meta
+from runner.config import budgets_meta, evaluations_budget
 from runner.events import EventLog
 from runner.gateway import Gateway, fair_key
 from runner.progress import Progress
@@ -332,7 +332,8 @@ class Run:
                 queue,
                 arms,
                 max_submissions_per_agent=cfg.budget.max_submissions_per_agent,
-                evaluations_per_arm=cfg.budget.evaluations,
+                evaluations_per_arm=evaluations_budget(cfg, "per_arm"),
+                evaluations_per_seat=evaluations_budget(cfg, "per_seat"),
             )
             progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
             quotas = QuotaWatch.for_arms(self.events, arms)
@@ -350,14 +351,21 @@ class Run:
                     supervisor.start_all(first_event)
                     while not self.stopping and time.time() < deadline:
                         gateway.poll()
-                        if gateway.budget_spent():
-                            reason = "evaluations"
-                            say("every arm's judge budget is spent: stopping the agents")
-                            break
                         supervisor.check()
-                        if ledger is not None and supervisor.all_spent():
-                            reason = "budget"
-                            say("every seat's token or cost budget is spent: the run ends")
+                        ends = gateway.arms_ended(supervisor.spent_seats())
+                        if all(ends.values()):
+                            # Each arm ended on its judge budget, its seats' token or cost
+                            # budgets, or a mix: nothing more any arm does can be scored.
+                            if all(why == "evaluations" for why in ends.values()):
+                                reason = "evaluations"
+                                say("every arm's judge budget is spent: stopping the agents")
+                            else:
+                                reason = "budget"
+                                say(
+                                    "every arm's budget is spent ("
+                                    + ", ".join(f"{a}: {w}" for a, w in sorted(ends.items()))
+                                    + "): the run ends"
+                                )
                             break
                         quotas.check()
                         link.ensure_running()

@@ -139,13 +139,6 @@ def budget_problems(cfg: DictConfig) -> list[str]:
     for key, scope in (budget.get("scope") or {}).items():
         if scope not in SCOPES:
             problems.append(f"budget.scope.{key}={scope!r}: use one of {', '.join(SCOPES)}")
-    if (budget.get("scope") or {}).get("evaluations") == "per_seat" and cfg.get("match") != (
-        "evaluations"
-    ):
-        problems.append(
-            "budget.scope.evaluations=per_seat: the judge budget is per arm"
-            " (budget.max_submissions_per_agent caps each seat)"
-        )
     for model, price in (budget.get("prices") or {}).items():
         where = f"budget.prices.{model}"
         if not isinstance(price, DictConfig | dict):

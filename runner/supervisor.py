@@ -174,6 +174,10 @@ class Supervisor:
         """True when every seat was ended by its budget (never without budgets)."""
         return bool(self.seats) and all(s.spent is not None for s in self.seats.values())
 
+    def spent_seats(self) -> set[tuple[str, str]]:
+        """The (arm, seat) pairs ended by their token or cost budget."""
+        return {key for key, seat in self.seats.items() if seat.spent is not None}
+
     def _start(self, seat: RunningSeat, event: str, **detail: Any) -> None:
         spec = seat.spec
         if seat.restarts:

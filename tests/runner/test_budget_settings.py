@@ -41,7 +41,6 @@ BAD = [
     (("arm=solo", *CLI, "budget.output_tokens=0"), "budget.output_tokens=0"),
     (("arm=solo", *CLI, "budget.cost_usd=-1"), "budget.cost_usd=-1"),
     (("arm=solo", *CLI, "budget.scope.output_tokens=team"), "budget.scope.output_tokens='team'"),
-    (("arm=solo", "budget.scope.evaluations=per_seat"), "the judge budget is per arm"),
     (("arm=solo", *CLI, "budget.prices.gpt-5.output=-2"), "budget.prices.gpt-5.output=-2"),
     (
         ("arm=solo", *CLI, "budget.cost_usd=5", "~budget.prices.default"),
