@@ -17,7 +17,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.figures.draw import FigureResult, arm_colours, arms_of, metric_of, new_figure, save
+from analysis.figures.draw import (
+    FigureResult,
+    arm_colours,
+    arms_of,
+    limit_line,
+    metric_of,
+    new_figure,
+    save,
+)
 from analysis.tables import RunInfo, Tables
 
 #: Where an arm's output tokens came from.
@@ -162,18 +170,7 @@ def _draw(
         labelled.add(c.arm)
     limit = _limit(tables.runs[0], budget)
     if limit is not None:
-        ax.axvline(limit, color="grey", lw=0.8, alpha=0.6)
-        ax.annotate(
-            "budget per arm",
-            (limit, 0.5),
-            xycoords=("data", "axes fraction"),
-            xytext=(-10, 0),
-            textcoords="offset points",
-            fontsize=8,
-            color="grey",
-            rotation=90,
-            va="center",
-        )
+        limit_line(ax, limit, "budget per arm")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(metric.label + ("" if metric.higher_is_better else " (lower is better)"))
     ax.set_xlim(left=0)
