@@ -1,0 +1,102 @@
+"""The command line of ``python -m analysis.view``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from analysis.tables import build_tables, is_run_dir, is_sweep_dir
+
+if TYPE_CHECKING:
+    from analysis.view.server import ViewState
+
+__all__ = ["DEFAULT_PORT", "export", "main"]
+
+#: The port asked for first; the next free one is taken when it is in use.
+DEFAULT_PORT = 8765
+#: An export carries every evaluation's detail (stages, diff) up to this many evaluations.
+EXPORT_DETAILS = 2000
+
+
+def export(path: Path, out: Path) -> Path:
+    """Write the page with every section's data (and the evaluations' details) inlined.
+
+    Args:
+        path: A run or sweep directory.
+        out: The HTML file to write.
+
+    Returns:
+        ``out``.
+    """
+    from analysis.view.data import build_sections, evaluation_detail
+    from analysis.view.page import render
+
+    tables = build_tables(path)
+    data: dict = {"sections": build_sections(tables, time.time()), "details": {}}
+    ev = tables.evaluations
+    if len(ev) <= EXPORT_DETAILS:
+        for run_id, job in zip(ev["run_id"], ev["job_id"], strict=True):
+            detail = evaluation_detail(tables, run_id, int(job))
+            data["details"][f"{run_id}/{int(job)}"] = detail
+    out = Path(out)
+    out.write_text(render(data), encoding="utf-8")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve (or export) the view of a run or sweep directory; exit 2 for anything else."""
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.view",
+        description="A live page of a run or sweep: the race, the judge, the board, "
+        "submissions, the lineage and cost. Reads only what the run wrote.",
+    )
+    parser.add_argument("dir", type=Path, help="a run directory or a sweep (multirun) directory")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")
+    parser.add_argument("--host", default="127.0.0.1", help="only on request: the run's data")
+    parser.add_argument("--export", type=Path, metavar="FILE.html", help="write one file, exit")
+    args = parser.parse_args(argv)
+    path: Path = args.dir
+    if not (is_run_dir(path) or is_sweep_dir(path)):
+        print(
+            f"analysis.view: {path}: neither a run directory (no events.sqlite) nor a sweep"
+            " (no multirun.yaml with job folders)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.export:
+        print(f"analysis.view: wrote {export(path, args.export)}")
+        return 0
+    from analysis.view.server import ViewState, bind
+
+    state = ViewState(path)
+    try:
+        server, busy = bind(state, args.host, args.port)
+    except OSError as exc:
+        print(f"analysis.view: cannot listen on {args.host}: {exc}", file=sys.stderr)
+        return 2
+    port = server.server_address[1]
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    if busy:
+        taken = ", ".join(map(str, busy))
+        print(f"analysis.view: port {taken} in use, took the next free one: {port}", flush=True)
+    print(f"analysis.view: http://{host}:{port}/ ({path}; Ctrl-C stops)", flush=True)
+    # The first build in the background, so the first page load finds it ready.
+    threading.Thread(target=_warm, args=(state,), daemon=True).start()
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def _warm(state: ViewState) -> None:
+    # A failed first build is shown by the page, which polls again.
+    with contextlib.suppress(RuntimeError):
+        state.current()

@@ -1,0 +1,460 @@
+"""The view's sections as JSON-ready dicts, built from the analysis tables alone.
+
+Every number comes from :func:`analysis.tables.build_tables` (the same readers ``analysis.report``
+uses) or from the report's own helpers (``analysis.formulas``, ``analysis.report.measured``,
+``runrecord``); nothing here reads the event log with SQL of its own except
+:func:`evaluation_detail`, which fetches the one evaluation's ``stages`` and ``metrics`` (columns
+no table carries) by its key when a row is opened.
+
+Sections (one JSON endpoint each, ``/api/<name>``): ``run``, ``race``, ``judge``, ``board``,
+``submissions``, ``lineage``, ``cost``. Missing values are ``null`` (never NaN: JSON has none).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis import formulas
+from analysis._git import _git
+from analysis.report.measured import formulas_section
+from analysis.report.measures import subset
+from analysis.tables import RunInfo, Tables, _read_only, phase_busy_s
+from runrecord import PSEUDO_AGENTS, REJUDGING_AGENTS, CommitGraph, submission_parents
+
+__all__ = ["SECTIONS", "build_sections", "evaluation_detail", "plain", "records"]
+
+SECTIONS = ("run", "race", "judge", "board", "submissions", "lineage", "cost")
+
+# The figures' colours (analysis.figures.draw), repeated here so the view does not import
+# matplotlib: arms stay clear of the verdict colours.
+VERDICT_COLOURS = {
+    "PASS": "#2ca02c",
+    "WRONG": "#d62728",
+    "REJECT": "#ff7f0e",
+    "ERROR": "#7f7f7f",
+    "not evaluated": "#c7c7c7",
+}
+ARM_PALETTE = ["#1f77b4", "#9467bd", "#8c564b", "#17becf", "#e377c2", "#bcbd22", "#393b79"]
+SEAT_PALETTE = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d"]
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+#: The most characters of a diff the detail view carries (a candidate's diff is its author's text).
+DIFF_CHARS = 20_000
+
+
+def plain(value: Any) -> Any:
+    """A JSON-safe Python value: numpy scalars unwrapped, NaN/inf/NA as None."""
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def records(df: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
+    """The rows of ``df`` (only ``columns``) as plain dicts."""
+    sub = df[[c for c in columns if c in df.columns]]
+    rows = sub.astype(object).where(sub.notna(), None).to_dict("records")
+    return [{k: plain(v) for k, v in row.items()} for row in rows]
+
+
+def _arms(tables: Tables) -> list[str]:
+    seen: dict[str, None] = {}
+    for run in tables.runs:
+        for arm in run.arms:
+            seen.setdefault(arm, None)
+    return list(seen)
+
+
+def _time_left(run: RunInfo, now: float) -> float | None:
+    if run.finished or run.deadline is None:
+        return 0.0 if run.finished else None
+    return max(0.0, run.deadline - now)
+
+
+def _run(tables: Tables, now: float) -> dict[str, Any]:
+    arms = _arms(tables)
+    seats = sorted({(s.arm, s.agent) for run in tables.runs for s in run.seats})
+    return {
+        "kind": "sweep" if len(tables.runs) > 1 or tables.missing else "run",
+        "now": now,
+        "metric": tables.runs[0].metric.to_dict(),
+        "arms": arms,
+        "arm_colours": {a: ARM_PALETTE[i % len(ARM_PALETTE)] for i, a in enumerate(arms)},
+        "verdict_colours": VERDICT_COLOURS,
+        "seat_colours": {
+            f"{arm}/{agent}": SEAT_PALETTE[i % len(SEAT_PALETTE)]
+            for i, (arm, agent) in enumerate(seats)
+        },
+        "missing_jobs": [str(p) for p in tables.missing],
+        "runs": [
+            {
+                "run_id": run.run_id,
+                "seed": run.seed,
+                "experiment": run.experiment,
+                "task": run.task,
+                "status": run.status,
+                "agent_kind": run.agent_kind,
+                "isolation": run.isolation,
+                "started_at": run.started_at,
+                "deadline": run.deadline,
+                "ended_at": run.ended_at,
+                "budget_minutes": run.budget_minutes,
+                "run_seconds": run.run_seconds,
+                "time_left_s": _time_left(run, now),
+                "target_x_baseline": run.target_x_baseline,
+                "seats": [
+                    {"arm": s.arm, "agent": s.agent, "role": s.role, "agent_kind": s.agent_kind}
+                    for s in run.seats
+                ],
+            }
+            for run in tables.runs
+        ],
+    }
+
+
+def best_steps(ev: pd.DataFrame, higher_is_better: bool) -> list[dict[str, Any]]:
+    """The agents' PASSes of one arm of one run where the best so far changed, in verdict order
+    (the best as ``runrecord.best_pass`` picks it: by score, the first one on a tie)."""
+    passes = ev[(ev["verdict"] == "PASS") & ~ev["pseudo_agent"] & ev["score"].notna()]
+    passes = passes.sort_values(["t_end_s", "job_id"], kind="stable")
+    out: list[dict[str, Any]] = []
+    best: float | None = None
+    for r in passes.itertuples(index=False):
+        better = best is None or (r.score > best if higher_is_better else r.score < best)
+        if better:
+            best = float(r.score)
+            out.append(
+                {
+                    "t_s": plain(r.t_end_s),
+                    "score": best,
+                    "x_baseline": plain(r.x_baseline),
+                    "job_id": int(r.job_id),
+                    "agent": r.agent,
+                    "commit": r.commit,
+                }
+            )
+    return out
+
+
+def _race(tables: Tables, now: float) -> dict[str, Any]:
+    metric = tables.runs[0].metric
+    curves = []
+    for run in tables.runs:
+        ev = tables.evaluations[tables.evaluations["run_id"] == run.run_id]
+        for arm in run.arms:
+            curves.append(
+                {
+                    "run_id": run.run_id,
+                    "seed": run.seed,
+                    "arm": arm,
+                    "end_s": run.run_seconds,
+                    "points": best_steps(ev[ev["arm"] == arm], metric.higher_is_better),
+                }
+            )
+    arms = records(
+        tables.arms,
+        [
+            "run_id", "seed", "arm", "best_score", "best_x_baseline", "best_agent",
+            "best_commit", "time_to_best_s", "rejudged_score", "rejudged_x_baseline",
+            "rejudged_verdicts", "baseline_score", "judge_noise_x_sd",
+        ],
+    )  # fmt: skip
+    medians = {}
+    if len(tables.runs) > 1:
+        for arm, group in tables.arms.groupby("arm", sort=False):
+            values = group["best_x_baseline"].dropna()
+            medians[arm] = plain(float(values.median())) if len(values) else None
+    run = tables.runs[0]
+    return {
+        "baseline_x": 1.0,
+        "target_x": run.target_x_baseline,
+        "budget_s": run.budget_minutes * 60 if run.budget_minutes else None,
+        "time_left_s": _time_left(run, now),
+        "curves": curves,
+        "arms": arms,
+        "medians_x": medians,
+    }
+
+
+_EVAL_COLUMNS = [
+    "run_id", "arm", "agent", "role", "job_id", "submission_id", "commit", "verdict", "reason",
+    "score", "x_baseline", "pseudo_agent", "t_enqueued_s", "t_start_s", "t_end_s", "duration_s",
+    "queue_wait_s", "duplicate_of", "near_tie", "b1_unresolved",
+]  # fmt: skip
+
+
+def _shared_judge(tables: Tables, run: RunInfo) -> dict[str, Any] | None:
+    """The one shared judge in the agents' phase, as the report's formula one computes it."""
+    ev = tables.evaluations
+    ev = ev[(ev["run_id"] == run.run_id) & ~ev["agent"].isin(list(REJUDGING_AGENTS))]
+    run_s = run.run_seconds
+    if not len(ev) or run_s <= 0:
+        return None
+    busy = phase_busy_s(ev, run_s)
+    per = busy / len(ev)
+    return {
+        "run_id": run.run_id,
+        "evaluations": len(ev),
+        "busy_s": busy,
+        "run_seconds": run_s,
+        "seconds_per_evaluation": per,
+        "busy_share": formulas.judge_utilisation(len(ev), per, run_s) if per > 0 else 0.0,
+        "capacity": formulas.judge_capacity(run_s, per) if per > 0 else None,
+    }
+
+
+def _judge(tables: Tables, now: float) -> dict[str, Any]:
+    sub = tables.submissions
+    waiting = sub[sub["verdict"] == "not evaluated"]
+    queue = records(waiting, ["run_id", "arm", "agent", "submission_id", "job_id", "commit", "t_s"])
+    by_run = {run.run_id: run for run in tables.runs}
+    for row in queue:
+        run = by_run[row["run_id"]]
+        row["waiting_s"] = None if run.finished else max(0.0, now - run.started_at - row["t_s"])
+        row["state"] = "never judged" if run.finished else "queued" if row["job_id"] else "sent"
+    formula = []
+    for run in tables.runs:
+        lines = formulas_section(subset(tables, run), run)
+        formula.append(
+            {
+                "run_id": run.run_id,
+                "lines": lines[: lines.index("### Formula two: token cost per gain")],
+            }
+        )
+    capacity = records(
+        tables.arms,
+        [
+            "run_id", "arm", "run_seconds", "judge_evaluations", "judge_seconds",
+            "seconds_per_evaluation", "full_evaluation_s", "judge_capacity", "judge_utilisation",
+            "mean_queue_wait_s",
+        ],
+    )  # fmt: skip
+    shared = [s for run in tables.runs if (s := _shared_judge(tables, run)) is not None]
+    return {
+        "evaluations": records(tables.evaluations, _EVAL_COLUMNS),
+        "queue": queue,
+        "capacity": capacity,
+        "shared": shared,
+        "formula": formula,
+    }
+
+
+def _verdict_of(tables: Tables) -> dict[tuple[str, str, str], tuple[int, str]]:
+    """(run_id, arm, commit) -> the latest agents' evaluation of it: (job_id, verdict)."""
+    ev = tables.evaluations.sort_values("job_id")
+    return {
+        (r.run_id, r.arm, r.commit): (int(r.job_id), r.verdict)
+        for r in ev.itertuples(index=False)
+        if not r.pseudo_agent
+    }
+
+
+def _board(tables: Tables) -> dict[str, Any]:
+    rows = records(
+        tables.messages,
+        ["run_id", "arm", "message_id", "author", "role", "kind", "t_s", "text", "ref_commit"],
+    )
+    verdicts = _verdict_of(tables)
+    for row in rows:
+        hit = verdicts.get((row["run_id"], row["arm"], row["ref_commit"] or ""))
+        row["ref_job"], row["ref_verdict"] = hit if hit else (None, None)
+    return {"messages": rows}
+
+
+def _submissions(tables: Tables) -> dict[str, Any]:
+    rows = records(
+        tables.submissions,
+        [
+            "run_id", "arm", "agent", "role", "submission_id", "commit", "message", "t_s",
+            "job_id", "verdict", "reason", "score", "x_baseline", "t_verdict_s",
+        ],
+    )  # fmt: skip
+    ev = tables.evaluations.set_index(["run_id", "job_id"])
+    for row in rows:
+        key = (row["run_id"], row["job_id"])
+        if row["job_id"] is not None and key in ev.index:
+            e = ev.loc[key]
+            row["duration_s"] = plain(e["duration_s"])
+            row["queue_wait_s"] = plain(e["queue_wait_s"])
+            row["detail"] = plain(e["detail"])
+            row["duplicate_of"] = plain(e["duplicate_of"])
+        else:
+            row["duration_s"] = row["queue_wait_s"] = row["detail"] = row["duplicate_of"] = None
+    return {"rows": rows}
+
+
+def _lineage(tables: Tables) -> dict[str, Any]:
+    """Per run and arm: the submitted commits as nodes, each linked to its nearest submitted
+    ancestors (``runrecord.submission_parents``), the relays (``tables.relays``) and the path
+    from the arm's best back to the start (the champion's)."""
+    graphs = []
+    for run in tables.runs:
+        for arm in run.arms:
+            sub = tables.submissions
+            sub = sub[(sub["run_id"] == run.run_id) & (sub["arm"] == arm)]
+            sub = sub[~sub["agent"].isin(list(PSEUDO_AGENTS))]
+            nodes: dict[str, dict[str, Any]] = {}
+            for r in sub.sort_values("submission_id").itertuples(index=False):
+                node = nodes.setdefault(
+                    r.commit,
+                    {"commit": r.commit, "agent": r.agent, "t_s": plain(r.t_s), "jobs": []},
+                )
+                node["verdict"] = r.verdict  # the latest submission's verdict
+                node["score"] = plain(r.score)
+                if r.job_id is not pd.NA and r.job_id is not None:
+                    node["jobs"].append(int(r.job_id))
+            start = run.start_commit(arm)
+            repo = run.run_dir / "arms" / arm / "submissions.git"
+            parents = (
+                submission_parents(CommitGraph.load(repo), set(nodes), start)
+                if repo.is_dir()
+                else {}
+            )
+            edges = [
+                {"from": p, "to": c} for c, ps in sorted(parents.items()) for p in ps if p != start
+            ]
+            roots = sorted(c for c, ps in parents.items() if start in ps or not ps)
+            rel = tables.relays
+            rel = rel[(rel["run_id"] == run.run_id) & (rel["arm"] == arm)]
+            relays = records(
+                rel,
+                ["to_job", "to_agent", "to_commit", "from_job", "from_agent", "from_commit"],
+            )
+            best = tables.arms[(tables.arms["run_id"] == run.run_id) & (tables.arms["arm"] == arm)]
+            best_commit = plain(best["best_commit"].iloc[0]) if len(best) else None
+            path: list[str] = []
+            seen: set[str] = set()
+            at = best_commit
+            while at and at in nodes and at not in seen:
+                seen.add(at)
+                path.append(at)
+                ups = [p for p in parents.get(at, []) if p != start]
+                at = ups[0] if ups else None
+            graphs.append(
+                {
+                    "run_id": run.run_id,
+                    "arm": arm,
+                    "start": start,
+                    "nodes": list(nodes.values()),
+                    "edges": edges,
+                    "roots": roots,
+                    "relays": relays,
+                    "champion": best_commit,
+                    "champion_path": path,
+                }
+            )
+    return {"graphs": graphs}
+
+
+def _cost(tables: Tables) -> dict[str, Any]:
+    tok = tables.tokens
+    per_seat = []
+    if len(tok):
+        sums = tok.groupby(["run_id", "arm", "agent"], sort=True)[
+            ["input", "cache_read", "cache_write", "output", "reasoning"]
+        ].sum()
+        per_seat = records(sums.reset_index(), ["run_id", "arm", "agent", *sums.columns])
+    over_time = []
+    for (run_id, arm), group in tok.sort_values("t_s").groupby(["run_id", "arm"], sort=True):
+        over_time.append(
+            {
+                "run_id": run_id,
+                "arm": arm,
+                "points": [
+                    [plain(t), plain(c)]
+                    for t, c in zip(group["t_s"], group["output"].cumsum(), strict=True)
+                ],
+            }
+        )
+    arms = records(
+        tables.arms,
+        [
+            "run_id", "arm", "token_records", "output_tokens", "token_cost_per_gain",
+            "best_score", "baseline_score", "wire_output_tokens", "model_calls",
+            "model_call_failures", "model_lost_s",
+        ],
+    )  # fmt: skip
+    formula = []
+    for run in tables.runs:
+        lines = formulas_section(subset(tables, run), run)
+        formula.append(
+            {
+                "run_id": run.run_id,
+                "lines": lines[lines.index("### Formula two: token cost per gain") :],
+            }
+        )
+    return {"per_seat": per_seat, "over_time": over_time, "arms": arms, "formula": formula}
+
+
+def build_sections(tables: Tables, now: float) -> dict[str, dict[str, Any]]:
+    """Every section of the page from one build of the tables.
+
+    Args:
+        tables: ``analysis.tables.build_tables`` of the run or sweep.
+        now: The wall clock (Unix seconds) the time left and queue waits are measured at.
+
+    Returns:
+        ``{section name: JSON-ready dict}`` for every name in :data:`SECTIONS`.
+    """
+    return {
+        "run": _run(tables, now),
+        "race": _race(tables, now),
+        "judge": _judge(tables, now),
+        "board": _board(tables),
+        "submissions": _submissions(tables),
+        "lineage": _lineage(tables),
+        "cost": _cost(tables),
+    }
+
+
+def evaluation_detail(tables: Tables, run_id: str, job_id: int) -> dict[str, Any] | None:
+    """One evaluation opened: its stages with durations, the judge's detail and metrics, and the
+    commit's diff against its parent (read from the arm's ``submissions.git``, never written).
+
+    Returns:
+        None when the run has no such job.
+    """
+    import json
+
+    run = next((r for r in tables.runs if r.run_id == run_id), None)
+    ev = tables.evaluations
+    row = ev[(ev["run_id"] == run_id) & (ev["job_id"] == job_id)]
+    if run is None or not len(row):
+        return None
+    r = row.iloc[0]
+    with _read_only(run.run_dir / "events.sqlite") as db:
+        found = db.execute(
+            "SELECT stages, metrics FROM evaluations WHERE job_id = ?", (int(job_id),)
+        ).fetchone()
+    stages, metrics = ({}, {}) if found is None else (json.loads(found[0]), json.loads(found[1]))
+    diff = ""
+    commit = str(r["commit"])
+    repo = run.run_dir / "arms" / str(r["arm"]) / "submissions.git"
+    if _SHA.fullmatch(commit) and repo.is_dir():
+        diff = _git(repo, "show", "--no-color", "--no-ext-diff", "--stat", "-p", commit)
+    return {
+        "run_id": run_id,
+        "job_id": int(job_id),
+        "arm": r["arm"],
+        "agent": r["agent"],
+        "commit": commit,
+        "verdict": r["verdict"],
+        "reason": r["reason"],
+        "detail": plain(r["detail"]),
+        "stages": [
+            {"stage": k, "seconds": plain(v)}
+            for k, v in stages.items()
+            if isinstance(v, int | float)
+        ],
+        "metrics": {k: v for k, v in metrics.items() if not isinstance(v, dict | list)},
+        "diff": diff[:DIFF_CHARS],
+        "diff_truncated": len(diff) > DIFF_CHARS,
+    }
