@@ -303,7 +303,8 @@ async function openDetail(runId, job) {
   const longest = Math.max(1e-9, ...parts.map((s) => s.seconds || 0));
   let html = `<h3 id="detail-title">Job ${esc(d.job_id)}: ${esc(d.arm)}/${esc(d.agent)} <code>${short(d.commit)}</code> ${tag(d.verdict, verdictColour(d.verdict))} ${esc(d.reason)}</h3>`;
   html += `<div class="cols"><div>`;
-  html += table(["stage", "seconds", ""], parts.map((s) => [esc(s.stage), num(s.seconds, 2),
+  if (!parts.length) html += `<p class="note">No stage times recorded for this evaluation.</p>`;
+  else html += table(["stage", "seconds", ""], parts.map((s) => [esc(s.stage), num(s.seconds, 2),
     `<span class="swatch" style="width:${Math.round(200 * (s.seconds || 0) / longest)}px;background:#69c"></span>`]), [1]);
   if (total) html += `<p>total ${num(total.seconds, 2)} s</p>`;
   html += `</div><div>`;
@@ -335,7 +336,12 @@ function renderLineage() {
     const link = (a, b, stroke, width, extra = "") => {
       const [x0, y0] = pos[a], [x1, y1] = pos[b];
       const mx = (x0 + x1) / 2;
-      return `<path d="M${x0} ${y0}C${mx} ${y0} ${mx} ${y1} ${x1} ${y1}" fill="none" stroke="${stroke}" stroke-width="${width}" ${extra}/>`;
+      // Within one seat's lane an edge arcs above the lane, so it never runs through the
+      // commits it skips.
+      const d = y0 === y1
+        ? `M${x0} ${y0}Q${mx} ${y0 - Math.min(laneH * 0.45, 6 + (x1 - x0) / 8)} ${x1} ${y1}`
+        : `M${x0} ${y0}C${mx} ${y0} ${mx} ${y1} ${x1} ${y1}`;
+      return `<path d="${d}" fill="none" stroke="${stroke}" stroke-width="${width}" ${extra}/>`;
     };
     for (const e of g.edges) {
       if (!pos[e.from] || !pos[e.to]) continue;
