@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import threading
 import time
@@ -40,16 +41,32 @@ class Snapshot:
     build_s: float
     tables: Tables
     sections: dict[str, dict[str, Any]]
+    # Sections without a clock-dependent value, encoded once per build.
+    encoded: dict[str, bytes] = field(default_factory=dict)
+
+
+#: A rebuild starts at most this often (seconds) ...
+MIN_REBUILD_S = 1.0
+#: ... and at most once per this many times the last build's duration, so a watched run that
+#: writes all the time costs the machine (and the judge beside it) a bounded share of one core.
+REBUILD_FACTOR = 4.0
 
 
 @dataclass
 class ViewState:
-    """What the request threads share: the run or sweep folder and its last build."""
+    """What the request threads share: the run or sweep folder and its last build.
+
+    ``min_rebuild_s`` and ``rebuild_factor`` bound how often the tables are rebuilt while the
+    files keep changing (tests set both to 0: every change is read at once).
+    """
 
     path: Path
+    min_rebuild_s: float = MIN_REBUILD_S
+    rebuild_factor: float = REBUILD_FACTOR
     snapshot: Snapshot | None = None
     error: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _last_start: float = -math.inf
 
     def run_dirs(self) -> list[Path]:
         """The run folders whose files make the version (a sweep's jobs, listed anew)."""
@@ -66,27 +83,37 @@ class ViewState:
                 try:
                     st = os.stat(run / name)
                 except OSError:
+                    st = None
+                # An empty WAL holds nothing (our own reader creates one where none was, and a
+                # checkpoint that empties it writes the database, whose stat moves).
+                if st is None or (name.endswith("-wal") and st.st_size == 0):
                     parts.append(f"{run.name}/{name}:-")
-                    continue
-                parts.append(f"{run.name}/{name}:{st.st_size}:{st.st_mtime_ns}")
+                else:
+                    parts.append(f"{run.name}/{name}:{st.st_size}:{st.st_mtime_ns}")
         return "|".join(parts)
 
+    def _due(self, snap: Snapshot | None) -> bool:
+        if snap is None:
+            return True
+        wait = max(self.min_rebuild_s, self.rebuild_factor * snap.build_s)
+        return time.monotonic() - self._last_start >= wait
+
     def current(self) -> Snapshot:
-        """The sections for the files as they are now (rebuilt only when the version moved).
+        """The sections for the files as they are now: rebuilt when the version moved and the
+        last build is old enough (else the last build, which the page shows until the next).
 
         Raises:
             RuntimeError: The first build failed (later failures keep the last good build).
         """
-        version = self.version()
         snap = self.snapshot
-        if snap is not None and snap.version == version:
+        if snap is not None and (snap.version == self.version() or not self._due(snap)):
             return snap
         with self._lock:
             snap = self.snapshot
             version = self.version()
-            if snap is not None and snap.version == version:
+            if snap is not None and (snap.version == version or not self._due(snap)):
                 return snap
-            began = time.monotonic()
+            self._last_start = time.monotonic()
             try:
                 tables = build_tables(self.path)
                 now = time.time()
@@ -96,9 +123,23 @@ class ViewState:
                 if snap is None:
                     raise RuntimeError(self.error) from exc
                 return snap
+            encoded = {
+                name: _encode({"version": version, "data": data})
+                for name, data in sections.items()
+                if name not in CLOCKED
+            }
             self.error = None
-            self.snapshot = Snapshot(version, now, time.monotonic() - began, tables, sections)
+            build_s = time.monotonic() - self._last_start
+            self.snapshot = Snapshot(version, now, build_s, tables, sections, encoded)
             return self.snapshot
+
+
+#: Sections with a value that depends on the moment of the request (time left).
+CLOCKED = frozenset({"run", "race"})
+
+
+def _encode(payload: Any) -> bytes:
+    return json.dumps(payload, allow_nan=False).encode()
 
 
 def section_now(snap: Snapshot, name: str) -> dict[str, Any]:
@@ -149,8 +190,7 @@ def make_handler(state: ViewState, host: str, port: int) -> type[BaseHTTPRequest
             self.wfile.write(body)
 
         def _json(self, status: int, payload: Any) -> None:
-            body = json.dumps(payload, allow_nan=False).encode()
-            self._send(status, body, "application/json")
+            self._send(status, _encode(payload), "application/json")
 
         def do_GET(self) -> None:
             if self.headers.get("Host", "") not in allowed:
@@ -162,20 +202,26 @@ def make_handler(state: ViewState, host: str, port: int) -> type[BaseHTTPRequest
                 if route in ("/", "/index.html"):
                     self._send(HTTPStatus.OK, render(None).encode(), "text/html; charset=utf-8")
                 elif route == "/api/version":
-                    snap = state.snapshot
+                    # The poll: a stat when nothing changed; a (throttled) rebuild when the
+                    # files moved, so the sections the page asks for next are ready.
+                    snap = state.current()
                     self._json(
                         HTTPStatus.OK,
                         {
-                            "version": state.version(),
-                            "built": snap.version if snap else None,
-                            "build_s": snap.build_s if snap else None,
+                            "version": snap.version,
+                            "files": state.version(),
+                            "build_s": snap.build_s,
                             "error": state.error,
                         },
                     )
                 elif route.startswith("/api/") and route[5:] in SECTIONS:
                     snap = state.current()
-                    data = section_now(snap, route[5:])
-                    self._json(HTTPStatus.OK, {"version": snap.version, "data": data})
+                    name = route[5:]
+                    if name in snap.encoded:
+                        self._send(HTTPStatus.OK, snap.encoded[name], "application/json")
+                    else:
+                        data = section_now(snap, name)
+                        self._json(HTTPStatus.OK, {"version": snap.version, "data": data})
                 elif route == "/api/evaluation":
                     query = parse_qs(url.query)
                     snap = state.current()

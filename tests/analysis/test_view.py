@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @contextlib.contextmanager
 def serving(path: Path) -> Iterator[str]:
     """The view's server on a free loopback port, in a thread; yields its base URL."""
-    server, _ = bind(ViewState(path), "127.0.0.1", 0)
+    server, _ = bind(ViewState(path, min_rebuild_s=0, rebuild_factor=0), "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
@@ -251,6 +251,21 @@ def test_a_run_being_written_shows_on_the_next_poll(
     assert race["curves"][0]["points"][-1]["score"] == 250.0
     assert judge["evaluations"][-1]["job_id"] == 900
     assert subs["rows"][-1]["verdict"] == "PASS"
+
+
+def test_rebuilds_are_throttled_while_a_run_keeps_writing(
+    run_factory: Callable[..., FixtureRun],
+) -> None:
+    run = run_factory(status="running")
+    state = ViewState(run.path, min_rebuild_s=3600)
+    first = state.current()
+    _append_evaluation(run.path, 900, 250.0, T0 + 80)
+    assert state.version() != first.version
+    assert state.current() is first  # too soon: the last build is served
+    state.min_rebuild_s = state.rebuild_factor = 0
+    fresh = state.current()
+    assert fresh is not first and fresh.version == state.version()
+    assert 900 in fresh.tables.evaluations["job_id"].tolist()
 
 
 def test_the_server_never_writes_the_run(fixture_run: FixtureRun) -> None:

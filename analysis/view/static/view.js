@@ -434,7 +434,8 @@ async function poll() {
     if (v.version !== shownVersion) await loadAll();
     const when = new Date().toLocaleTimeString();
     setLive(v.error ? `showing the last good read (${v.error})` : `live · checked ${when}` +
-      (v.build_s !== null ? ` · last build ${num(v.build_s, 2)} s` : ""), !!v.error);
+      ` · last build ${num(v.build_s, 2)} s` + (v.files !== v.version ? " · newer writes pending" : ""),
+    !!v.error);
   } catch (err) {
     setLive(`waiting for the run: ${err.message}`, true);
   }
