@@ -22,9 +22,15 @@ import pandas as pd
 from analysis import formulas
 from analysis._git import _git
 from analysis.report.measured import formulas_section
-from analysis.report.measures import subset
+from analysis.report.measures import call_records, subset
 from analysis.tables import RunInfo, Tables, _read_only, phase_busy_s
-from runrecord import PSEUDO_AGENTS, REJUDGING_AGENTS, CommitGraph, submission_parents
+from runrecord import (
+    PSEUDO_AGENTS,
+    REJUDGING_AGENTS,
+    CommitGraph,
+    seat_outages,
+    submission_parents,
+)
 
 __all__ = ["SECTIONS", "build_sections", "evaluation_detail", "plain", "records"]
 
@@ -191,7 +197,33 @@ _EVAL_COLUMNS = [
 ]  # fmt: skip
 
 
-def _shared_judge(tables: Tables, run: RunInfo) -> dict[str, Any] | None:
+def merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``spans`` as sorted, disjoint ``(start, end)`` pairs (empty ones dropped)."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def uncovered_s(spans: list[tuple[float, float]], cover: list[tuple[float, float]]) -> float:
+    """Seconds of the union of ``spans`` that the union of ``cover`` leaves out."""
+    a, b = merge(spans), merge(cover)
+    total = sum(e - s for s, e in a)
+    i = 0
+    for start, end in a:
+        while i < len(b) and b[i][1] <= start:
+            i += 1
+        j = i
+        while j < len(b) and b[j][0] < end:
+            total -= min(end, b[j][1]) - max(start, b[j][0])
+            j += 1
+    return total
+
+
+def _shared_judge(tables: Tables, run: RunInfo, now: float) -> dict[str, Any] | None:
     """The one shared judge in the agents' phase, as the report's formula one computes it."""
     ev = tables.evaluations
     ev = ev[(ev["run_id"] == run.run_id) & ~ev["agent"].isin(list(REJUDGING_AGENTS))]
@@ -200,6 +232,19 @@ def _shared_judge(tables: Tables, run: RunInfo) -> dict[str, Any] | None:
         return None
     busy = phase_busy_s(ev, run_s)
     per = busy / len(ev)
+
+    def clip(a: float, b: float) -> tuple[float, float]:
+        return max(0.0, a), min(run_s, b)
+
+    # Idle with work: some submission waited in the queue and the judge ran nothing.
+    working = [clip(a, b) for a, b in zip(ev["t_start_s"], ev["t_end_s"], strict=True)]
+    waits = [clip(a, b) for a, b in zip(ev["t_enqueued_s"], ev["t_start_s"], strict=True)]
+    if not run.finished:  # submissions the judge holds now wait until this moment
+        sub = tables.submissions
+        held = sub[(sub["run_id"] == run.run_id) & (sub["verdict"] == "not evaluated")]
+        held = held[held["job_id"].notna()]
+        waits += [clip(t, now - run.started_at) for t in held["t_s"]]
+    idle_with_work = uncovered_s(waits, working)
     return {
         "run_id": run.run_id,
         "evaluations": len(ev),
@@ -208,6 +253,8 @@ def _shared_judge(tables: Tables, run: RunInfo) -> dict[str, Any] | None:
         "seconds_per_evaluation": per,
         "busy_share": formulas.judge_utilisation(len(ev), per, run_s) if per > 0 else 0.0,
         "capacity": formulas.judge_capacity(run_s, per) if per > 0 else None,
+        "idle_with_work_s": idle_with_work,
+        "idle_with_work_share": idle_with_work / run_s,
     }
 
 
@@ -237,7 +284,7 @@ def _judge(tables: Tables, now: float) -> dict[str, Any]:
             "mean_queue_wait_s",
         ],
     )  # fmt: skip
-    shared = [s for run in tables.runs if (s := _shared_judge(tables, run)) is not None]
+    shared = [s for run in tables.runs if (s := _shared_judge(tables, run, now)) is not None]
     return {
         "evaluations": records(tables.evaluations, _EVAL_COLUMNS),
         "queue": queue,
@@ -391,7 +438,32 @@ def _cost(tables: Tables) -> dict[str, Any]:
                 "lines": lines[lines.index("### Formula two: token cost per gain") :],
             }
         )
-    return {"per_seat": per_seat, "over_time": over_time, "arms": arms, "formula": formula}
+    outages = []
+    for run in tables.runs:
+        if not run.proxied:  # outages only where the seats went through the proxy
+            continue
+        calls = tables.model_calls[tables.model_calls["run_id"] == run.run_id]
+        for seat in seat_outages(call_records(calls)).values():
+            outages.append(
+                {
+                    "run_id": run.run_id,
+                    "arm": seat.arm,
+                    "agent": seat.agent,
+                    "calls": seat.calls,
+                    "failed": seat.failed,
+                    "statuses": seat.statuses,
+                    "outages": seat.outages,
+                    "lost_s": seat.lost_s,
+                    "open_at_end": seat.open_at_end,
+                }
+            )
+    return {
+        "per_seat": per_seat,
+        "over_time": over_time,
+        "arms": arms,
+        "formula": formula,
+        "outages": outages,
+    }
 
 
 def build_sections(tables: Tables, now: float) -> dict[str, dict[str, Any]]:

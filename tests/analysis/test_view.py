@@ -26,7 +26,7 @@ import pytest
 
 from analysis.tables import build_tables, phase_busy_s
 from analysis.view.cli import export
-from analysis.view.data import SECTIONS
+from analysis.view.data import SECTIONS, merge, uncovered_s
 from analysis.view.server import ViewState, bind
 from runrecord import REJUDGING_AGENTS
 from sqlitewal import connect_wal
@@ -99,6 +99,8 @@ def test_every_endpoint_equals_the_tables(run_factory: Callable[..., FixtureRun]
     (shared,) = judge["shared"]
     assert close(shared["busy_share"], phase_busy_s(ev, info.run_seconds) / info.run_seconds)
     assert shared["evaluations"] == len(ev)
+    # s2 waited from second 30; the judge was idle between c2's end (32) and c3's start (33).
+    assert shared["idle_with_work_s"] == pytest.approx(1.0)
     formula = "\n".join(judge["formula"][0]["lines"])
     assert "judge capacity =" in formula and "the one shared judge" in formula
 
@@ -147,6 +149,28 @@ def test_every_endpoint_equals_the_tables(run_factory: Callable[..., FixtureRun]
     # One evaluation opened: its verdict and the commit's diff from the arm's repository.
     assert (detail["commit"], detail["verdict"]) == (c["c1"], "PASS")
     assert "engine.py" in detail["diff"] and "return x + 0" in detail["diff"]
+
+
+def test_idle_with_work_is_waiting_time_no_evaluation_covers() -> None:
+    assert merge([(0, 2), (1, 3), (5, 6), (4, 4)]) == [(0, 3), (5, 6)]
+    assert uncovered_s([(0, 10)], [(1, 2), (3, 4), (9, 12)]) == 7
+    assert uncovered_s([(0, 1), (5, 7)], [(0.5, 6)]) == 1.5
+    assert uncovered_s([(2, 3)], [(0, 10)]) == 0
+
+
+def test_cost_shows_each_seats_model_endpoint_outages(
+    run_factory: Callable[..., FixtureRun],
+) -> None:
+    run = run_factory(model_calls=True)
+    tables = build_tables(run.path)
+    with serving(run.path) as base:
+        cost = section(base, "cost")
+    lost = {(o["arm"], o["agent"]): o["lost_s"] for o in cost["outages"]}
+    assert lost == pytest.approx({("swarm", "w1"): 30.0, ("swarm", "w2"): 1.0, ("solo", "w1"): 0.0})
+    arms = tables.arms.set_index("arm")
+    for row in cost["arms"]:
+        assert close(row["model_lost_s"], arms.at[row["arm"], "model_lost_s"])
+        assert row["model_call_failures"] == arms.at[row["arm"], "model_call_failures"]
 
 
 def test_a_sweep_serves_every_seed(sweep_dir: Path) -> None:

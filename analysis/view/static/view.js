@@ -201,7 +201,7 @@ function renderJudge() {
     ...Object.entries(D.run.verdict_colours).filter(([v]) => v !== "not evaluated").map(([v, c]) => [`${v} (top strip)`, c])]);
   html += `<svg id="judge-chart" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">${svg}</svg>`;
   for (const s of ofRun(j.shared)) {
-    html += `<p id="judge-busy">The one shared judge: ${s.evaluations} evaluations, busy ${num(s.busy_s)} s of ${num(s.run_seconds)} s = <b>${pct(s.busy_share)}</b> of the agents' phase; capacity ${num(s.capacity)} evaluations at ${num(s.seconds_per_evaluation, 2)} s each.</p>`;
+    html += `<p id="judge-busy">The one shared judge: ${s.evaluations} evaluations, busy ${num(s.busy_s)} s of ${num(s.run_seconds)} s = <b>${pct(s.busy_share)}</b> of the agents' phase; idle while work waited ${num(s.idle_with_work_s)} s = <b>${pct(s.idle_with_work_share)}</b>; capacity ${num(s.capacity)} evaluations at ${num(s.seconds_per_evaluation, 2)} s each.</p>`;
   }
   const queue = ofRun(j.queue);
   html += `<h3>The queue now</h3>`;
@@ -395,6 +395,14 @@ function renderCost() {
     html += `<svg id="cost-chart" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">${svg}</svg>`;
   } else {
     html += `<p class="note">No token records (scripted agents and seats without session records have none).</p>`;
+  }
+  const outages = ofRun(c.outages || []);
+  if (outages.length) {
+    html += `<h3>Model endpoint, per seat (through the run's proxy)</h3>` +
+      table(["arm", "seat", "calls", "failed", "failures", "outages", "seat-s lost", "open at end"],
+        outages.map((o) => [tag(o.arm, armColour(o.arm)), esc(o.agent), esc(o.calls), esc(o.failed),
+          esc(Object.entries(o.statuses).map(([k, v]) => `${k} ×${v}`).join(", ") || "-"), esc(o.outages),
+          num(o.lost_s), o.open_at_end ? "yes" : "no"]), [2, 3, 5, 6]);
   }
   for (const f of ofRun(c.formula)) html += `<div class="formula">${f.lines.map(md).join("\n")}</div>`;
   body("cost").innerHTML = html;
