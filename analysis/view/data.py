@@ -48,6 +48,18 @@ VERDICT_COLOURS = {
 ARM_PALETTE = ["#1f77b4", "#9467bd", "#8c564b", "#17becf", "#e377c2", "#bcbd22", "#393b79"]
 SEAT_PALETTE = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d"]
 
+#: Rows a list (board, submissions, lineage nodes per arm) carries at most: the latest ones; the
+#: page says how many it left out. A million-event run has hundreds of thousands of each.
+MAX_ROWS = 5000
+#: Above this many evaluations the judge's timeline comes as columns (busy share and verdicts
+#: per lane and column), not one bar each.
+TIMELINE_BARS = 3000
+TIMELINE_COLUMNS = 1000
+#: Commits a lineage graph of one arm draws at most.
+LINEAGE_NODES = 1500
+#: Points of a cumulative token curve per arm, at most.
+CURVE_POINTS = 1000
+
 _SHA = re.compile(r"[0-9a-f]{40}")
 #: The most characters of a diff the detail view carries (a candidate's diff is its author's text).
 DIFF_CHARS = 20_000
@@ -285,57 +297,104 @@ def _judge(tables: Tables, now: float) -> dict[str, Any]:
         ],
     )  # fmt: skip
     shared = [s for run in tables.runs if (s := _shared_judge(tables, run, now)) is not None]
+    ev = tables.evaluations
+    many = len(ev) > TIMELINE_BARS
     return {
-        "evaluations": records(tables.evaluations, _EVAL_COLUMNS),
-        "queue": queue,
+        "evaluations": [] if many else records(ev, _EVAL_COLUMNS),
+        "evaluation_count": len(ev),
+        "timeline": [timeline_columns(ev[ev["run_id"] == r.run_id], r) for r in tables.runs]
+        if many
+        else [],
+        "queue": queue[-MAX_ROWS:],
+        "queue_count": len(queue),
         "capacity": capacity,
         "shared": shared,
         "formula": formula,
     }
 
 
+def timeline_columns(ev: pd.DataFrame, run: RunInfo) -> dict[str, Any]:
+    """A large run's judge timeline: per lane (each arm, then the runner's re-judging) and
+    column of time, the share of the column the judge spent on that lane and its verdicts."""
+    t_max = float(max(ev["t_end_s"].max(), 1.0)) if len(ev) else 1.0
+    edges = np.linspace(0.0, t_max, TIMELINE_COLUMNS + 1)
+    width = edges[1] - edges[0]
+    lanes = []
+    for lane in [*run.arms, None]:
+        pseudo = ev["pseudo_agent"].to_numpy(bool)
+        mine = ev[pseudo] if lane is None else ev[(ev["arm"] == lane).to_numpy() & ~pseudo]
+        start = mine["t_start_s"].to_numpy(float)
+        end = np.maximum(mine["t_end_s"].to_numpy(float), start)
+        order = np.argsort(end, kind="stable")
+        start, end = start[order], end[order]
+        done = np.concatenate([[0.0], np.cumsum(end - start)])
+        # Busy seconds up to each edge: every evaluation that ended before it, plus the part
+        # of the ones still running (one at most in a serial judge).
+        ended = np.searchsorted(end, edges, side="right")
+        busy = done[ended]
+        if len(start):
+            k = np.minimum(ended, len(start) - 1)
+            part = np.clip(edges - start[k], 0.0, end[k] - start[k])
+            busy = busy + np.where(ended < len(start), part, 0.0)
+        share = np.clip(np.diff(busy) / width, 0.0, 1.0)
+        mids = (start + end) / 2
+        verdicts = {}
+        for verdict in sorted(set(mine["verdict"])):
+            pick = mine["verdict"].to_numpy()[order] == verdict
+            counts, _ = np.histogram(mids[pick], bins=edges)
+            verdicts[verdict] = counts.tolist()
+        lanes.append(
+            {
+                "lane": lane or "runner (re-judging)",
+                "arm": lane,
+                "busy": [round(float(v), 3) for v in share],
+                "verdicts": verdicts,
+            }
+        )
+    return {"run_id": run.run_id, "t_max": t_max, "columns": TIMELINE_COLUMNS, "lanes": lanes}
+
+
 def _verdict_of(tables: Tables) -> dict[tuple[str, str, str], tuple[int, str]]:
     """(run_id, arm, commit) -> the latest agents' evaluation of it: (job_id, verdict)."""
-    ev = tables.evaluations.sort_values("job_id")
-    return {
-        (r.run_id, r.arm, r.commit): (int(r.job_id), r.verdict)
-        for r in ev.itertuples(index=False)
-        if not r.pseudo_agent
-    }
+    ev = tables.evaluations
+    ev = ev[~ev["pseudo_agent"].to_numpy(bool)].sort_values("job_id")
+    ev = ev.drop_duplicates(["run_id", "arm", "commit"], keep="last")
+    keys = zip(ev["run_id"], ev["arm"], ev["commit"], strict=True)
+    values = zip(ev["job_id"].astype(int), ev["verdict"], strict=True)
+    return dict(zip(keys, values, strict=True))
+
+
+def _latest(df: pd.DataFrame) -> pd.DataFrame:
+    """The last ``MAX_ROWS`` rows (tables are sorted by run and id: the latest come last)."""
+    return df.iloc[-MAX_ROWS:] if len(df) > MAX_ROWS else df
 
 
 def _board(tables: Tables) -> dict[str, Any]:
     rows = records(
-        tables.messages,
+        _latest(tables.messages),
         ["run_id", "arm", "message_id", "author", "role", "kind", "t_s", "text", "ref_commit"],
     )
     verdicts = _verdict_of(tables)
     for row in rows:
         hit = verdicts.get((row["run_id"], row["arm"], row["ref_commit"] or ""))
-        row["ref_job"], row["ref_verdict"] = hit if hit else (None, None)
-    return {"messages": rows}
+        row["ref_job"], row["ref_verdict"] = (int(hit[0]), hit[1]) if hit else (None, None)
+    return {"messages": rows, "total": len(tables.messages)}
 
 
 def _submissions(tables: Tables) -> dict[str, Any]:
+    sub = _latest(tables.submissions)
+    judged = tables.evaluations[["run_id", "job_id", "duration_s", "queue_wait_s", "detail"]]
+    judged = judged.assign(duplicate_of=tables.evaluations["duplicate_of"])
+    sub = sub.merge(judged, on=["run_id", "job_id"], how="left", sort=False)
     rows = records(
-        tables.submissions,
+        sub,
         [
             "run_id", "arm", "agent", "role", "submission_id", "commit", "message", "t_s",
-            "job_id", "verdict", "reason", "score", "x_baseline", "t_verdict_s",
+            "job_id", "verdict", "reason", "score", "x_baseline", "t_verdict_s", "duration_s",
+            "queue_wait_s", "detail", "duplicate_of",
         ],
     )  # fmt: skip
-    ev = tables.evaluations.set_index(["run_id", "job_id"])
-    for row in rows:
-        key = (row["run_id"], row["job_id"])
-        if row["job_id"] is not None and key in ev.index:
-            e = ev.loc[key]
-            row["duration_s"] = plain(e["duration_s"])
-            row["queue_wait_s"] = plain(e["queue_wait_s"])
-            row["detail"] = plain(e["detail"])
-            row["duplicate_of"] = plain(e["duplicate_of"])
-        else:
-            row["duration_s"] = row["queue_wait_s"] = row["detail"] = row["duplicate_of"] = None
-    return {"rows": rows}
+    return {"rows": rows, "total": len(tables.submissions)}
 
 
 def _lineage(tables: Tables) -> dict[str, Any]:
@@ -385,11 +444,22 @@ def _lineage(tables: Tables) -> dict[str, Any]:
                 path.append(at)
                 ups = [p for p in parents.get(at, []) if p != start]
                 at = ups[0] if ups else None
+            total = len(nodes)
+            if total > LINEAGE_NODES:  # the champion's path, the relays, then the latest
+                keep = set(path) | {r["to_commit"] for r in relays}
+                keep |= {r["from_commit"] for r in relays}
+                for commit in reversed(list(nodes)):
+                    if len(keep) >= LINEAGE_NODES:
+                        break
+                    keep.add(commit)
+                nodes = {c: n for c, n in nodes.items() if c in keep}
+                edges = [e for e in edges if e["from"] in keep and e["to"] in keep]
             graphs.append(
                 {
                     "run_id": run.run_id,
                     "arm": arm,
                     "start": start,
+                    "total_nodes": total,
                     "nodes": list(nodes.values()),
                     "edges": edges,
                     "roots": roots,
@@ -411,14 +481,15 @@ def _cost(tables: Tables) -> dict[str, Any]:
         per_seat = records(sums.reset_index(), ["run_id", "arm", "agent", *sums.columns])
     over_time = []
     for (run_id, arm), group in tok.sort_values("t_s").groupby(["run_id", "arm"], sort=True):
+        t, total = group["t_s"].to_numpy(float), group["output"].cumsum().to_numpy(float)
+        if len(t) > CURVE_POINTS:  # evenly thinned, the last point kept
+            pick = np.unique(np.linspace(0, len(t) - 1, CURVE_POINTS).round().astype(int))
+            t, total = t[pick], total[pick]
         over_time.append(
             {
                 "run_id": run_id,
                 "arm": arm,
-                "points": [
-                    [plain(t), plain(c)]
-                    for t, c in zip(group["t_s"], group["output"].cumsum(), strict=True)
-                ],
+                "points": [[plain(a), plain(b)] for a, b in zip(t, total, strict=True)],
             }
         )
     arms = records(

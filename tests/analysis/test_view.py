@@ -173,6 +173,48 @@ def test_cost_shows_each_seats_model_endpoint_outages(
         assert row["model_call_failures"] == arms.at[row["arm"], "model_call_failures"]
 
 
+def test_a_large_run_comes_in_columns_and_the_latest_rows(
+    run_factory: Callable[..., FixtureRun], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import analysis.view.data as data
+
+    run = run_factory(rechecks=True)
+    tables = build_tables(run.path)
+    for name, value in (("TIMELINE_BARS", 2), ("MAX_ROWS", 3), ("LINEAGE_NODES", 4)):
+        monkeypatch.setattr(data, name, value)
+    out = data.build_sections(tables, 0.0)
+    judge = out["judge"]
+    assert judge["evaluations"] == [] and judge["evaluation_count"] == len(tables.evaluations)
+    (timeline,) = judge["timeline"]
+    width = timeline["t_max"] / timeline["columns"]
+    ev = tables.evaluations
+    for lane in timeline["lanes"]:
+        mine = (
+            ev[ev["pseudo_agent"]]
+            if lane["arm"] is None
+            else ev[(ev["arm"] == lane["arm"]) & ~ev["pseudo_agent"]]
+        )
+        # The columns hold every judge second of the lane (rounded to 3 digits per column).
+        assert sum(lane["busy"]) * width == pytest.approx(mine["duration_s"].sum(), abs=0.2)
+        assert sum(map(sum, lane["verdicts"].values())) == len(mine)
+        assert {v: sum(c) for v, c in lane["verdicts"].items()} == mine[
+            "verdict"
+        ].value_counts().to_dict()
+    board, subs = out["board"], out["submissions"]
+    assert [m["message_id"] for m in board["messages"]] == tables.messages["message_id"].tolist()[
+        -3:
+    ]
+    assert board["total"] == len(tables.messages)
+    assert [r["submission_id"] for r in subs["rows"]] == tables.submissions[
+        "submission_id"
+    ].tolist()[-3:]
+    swarm = next(g for g in out["lineage"]["graphs"] if g["arm"] == "swarm")
+    kept = {n["commit"] for n in swarm["nodes"]}
+    assert swarm["total_nodes"] == 6 and len(kept) == 4
+    assert set(swarm["champion_path"]) <= kept  # the champion's path is always drawn
+    assert all(e["from"] in kept and e["to"] in kept for e in swarm["edges"])
+
+
 def test_a_sweep_serves_every_seed(sweep_dir: Path) -> None:
     tables = build_tables(sweep_dir)
     with serving(sweep_dir) as base:
@@ -456,3 +498,21 @@ def test_the_export_opens_in_a_browser_with_no_server(
     browser.find_element("css selector", "#subtable tbody tr.clickable").click()
     assert "diff against its parent" in browser.find_element("id", "detail").text
     _shoot(browser, "export")
+
+
+@pytest.mark.browser
+def test_a_large_runs_page_draws_columns_in_a_browser(
+    browser, run_factory: Callable[..., FixtureRun], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import analysis.view.data as data
+
+    for name, value in (("TIMELINE_BARS", 2), ("MAX_ROWS", 3), ("LINEAGE_NODES", 4)):
+        monkeypatch.setattr(data, name, value)
+    run = run_factory(rechecks=True)
+    with serving(run.path) as base:
+        browser.get(base + "/")
+        _wait_for_sections(browser)
+        assert _severe(browser) == []
+        assert browser.find_elements("css selector", "#judge-chart rect.col")
+        assert "the latest 3 of" in browser.find_element("id", "submissions").text
+        _shoot(browser, "large")

@@ -184,11 +184,28 @@ function renderJudge() {
   const w = 900, laneH = 26, m = { l: 130, r: 20, t: 8, b: 36 }, h = m.t + m.b + laneH * lanes.length;
   let tMax = 1;
   for (const e of evs) tMax = Math.max(tMax, e.t_end_s || 0);
+  for (const tl of ofRun(j.timeline || [])) tMax = Math.max(tMax, tl.t_max);
   const x = scale(0, tMax / 60, m.l, w - m.r);
   let svg = axes(x, () => 0, ticks(0, tMax / 60, 8), [], w, h, m, "minutes since the run started", "");
   lanes.forEach((lane, i) => {
     svg += `<text x="${m.l - 6}" y="${m.t + i * laneH + laneH / 2 + 4}" text-anchor="end">${esc(lane)}</text>`;
   });
+  // A large run: per lane and column of time, the judge's busy share and the most common verdict.
+  for (const tl of ofRun(j.timeline || [])) {
+    const step = tl.t_max / tl.columns / 60;
+    tl.lanes.forEach((ln, i) => {
+      const top = m.t + i * laneH + 3;
+      for (let c = 0; c < tl.columns; c++) {
+        const share = ln.busy[c];
+        if (!share) continue;
+        let best = null, most = 0;
+        for (const [v, counts] of Object.entries(ln.verdicts)) if (counts[c] > most) { best = v; most = counts[c]; }
+        const x0 = x(c * step), x1 = x((c + 1) * step);
+        svg += `<rect class="col" x="${x0}" y="${top + 5}" width="${Math.max(0.5, x1 - x0)}" height="${laneH - 11}" fill="${ln.arm ? armColour(ln.arm) : "#bbb"}" opacity="${Math.max(0.15, share)}"/>`;
+        if (best) svg += `<rect x="${x0}" y="${top}" width="${Math.max(0.5, x1 - x0)}" height="4" fill="${verdictColour(best)}"/>`;
+      }
+    });
+  }
   for (const e of evs) {
     const x0 = x(e.t_start_s / 60), x1 = Math.max(x0 + 1.5, x(e.t_end_s / 60));
     const top = m.t + laneOf(e) * laneH + 3;
@@ -200,11 +217,12 @@ function renderJudge() {
   let html = legend([...D.run.arms.map((a) => [a, armColour(a)]),
     ...Object.entries(D.run.verdict_colours).filter(([v]) => v !== "not evaluated").map(([v, c]) => [`${v} (top strip)`, c])]);
   html += `<svg id="judge-chart" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">${svg}</svg>`;
+  if ((j.timeline || []).length) html += `<p class="note">${j.evaluation_count.toLocaleString("en")} evaluations: each column shows the judge's busy share on the lane (opacity) and its most common verdict (top strip).</p>`;
   for (const s of ofRun(j.shared)) {
     html += `<p id="judge-busy">The one shared judge: ${s.evaluations} evaluations, busy ${num(s.busy_s)} s of ${num(s.run_seconds)} s = <b>${pct(s.busy_share)}</b> of the agents' phase; idle while work waited ${num(s.idle_with_work_s)} s = <b>${pct(s.idle_with_work_share)}</b>; capacity ${num(s.capacity)} evaluations at ${num(s.seconds_per_evaluation, 2)} s each.</p>`;
   }
   const queue = ofRun(j.queue);
-  html += `<h3>The queue now</h3>`;
+  html += `<h3>The queue now${j.queue_count > queue.length ? ` (the last ${queue.length} of ${j.queue_count})` : ""}</h3>`;
   html += queue.length ? table(["arm", "seat", "submission", "commit", "state", "sent at", "waiting"],
     queue.map((q) => [tag(q.arm, armColour(q.arm)), esc(q.agent), esc(q.submission_id), `<code>${short(q.commit)}</code>`,
       esc(q.state), mmss(q.t_s), q.waiting_s === null ? "-" : mmss(q.waiting_s)]), [6]) : `<p class="note">Nobody waits.</p>`;
@@ -239,8 +257,10 @@ function renderBoard() {
       `${tag(r.arm, armColour(r.arm))} <span class="who" style="color:${seatColour(r.arm, r.author)}">${esc(r.author)}</span>` +
       ` <span class="meta">(${esc(r.role)}) ${esc(r.kind)}${ref}</span><div class="text">${esc(r.text)}</div></div>`;
   }).join("");
-  body("board").innerHTML = `<p class="note">${rows.length} of ${ofRun(D.board.messages).length} messages` +
-    `${rows.length > shown.length ? " (the last 2000 shown)" : ""}</p><div class="msgs">${html}</div>`;
+  const held = ofRun(D.board.messages).length, total = D.board.total ?? held;
+  body("board").innerHTML = `<p class="note">${rows.length} of ${held} messages` +
+    `${total > D.board.messages.length ? ` (the latest ${D.board.messages.length} of ${total.toLocaleString("en")} are here)` : ""}` +
+    `${rows.length > shown.length ? "; the last 2000 matches shown" : ""}</p><div class="msgs">${html}</div>`;
   ready("board");
 }
 
@@ -280,7 +300,9 @@ function renderSubmissions() {
     return `<tr class="${r.job_id !== null ? "clickable" : ""} ${id === openJob ? "open" : ""}" data-run="${esc(r.run_id)}" data-job="${esc(r.job_id ?? "")}">` +
       SUB_COLUMNS.map(([, , f, n]) => `<td class="${n ? "num" : ""}">${f(r)}</td>`).join("") + "</tr>";
   }).join("");
-  body("submissions").innerHTML = `<p class="note">${rows.length} of ${all.length} submissions; click a row for its stages, detail and diff</p>` +
+  const total = D.submissions.total ?? all.length;
+  const cut = total > D.submissions.rows.length ? ` (the latest ${D.submissions.rows.length} of ${total.toLocaleString("en")} are here)` : "";
+  body("submissions").innerHTML = `<p class="note">${rows.length} of ${all.length} submissions${cut}; click a row for its stages, detail and diff</p>` +
     `<div class="scroll"><table id="subtable"><thead><tr>${head}</tr></thead><tbody>${lines}</tbody></table></div>`;
   ready("submissions");
 }
@@ -360,7 +382,8 @@ function renderLineage() {
         `<title>${esc(`${n.agent} ${short(n.commit)} ${n.verdict}${n.score !== null ? " " + num(n.score) + " " + D.run.metric.unit : ""} (jobs ${n.jobs.join(", ") || "-"})` +
           (n.commit === g.champion ? " · the arm's best" : ""))}</title></g>`;
     }
-    html += `<h3>${tag(g.arm, armColour(g.arm))} ${g.nodes.length} commits, ${g.relays.length} relay edge(s)` +
+    const cut = g.total_nodes > g.nodes.length ? ` (of ${g.total_nodes}: the champion's path, the relays and the latest)` : "";
+    html += `<h3>${tag(g.arm, armColour(g.arm))} ${g.nodes.length} commits${cut}, ${g.relays.length} relay edge(s)` +
       `${g.champion ? `, best <code>${short(g.champion)}</code>` : ""}</h3>`;
     html += `<svg class="lineage-chart" data-arm="${esc(g.arm)}" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">${svg}</svg>`;
   }
