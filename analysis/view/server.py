@@ -157,10 +157,18 @@ def section_now(snap: Snapshot, name: str) -> dict[str, Any]:
     return data
 
 
-def _allowed_hosts(host: str, port: int) -> set[str]:
-    # A page on another site that rebinds its name to 127.0.0.1 sends its own Host header:
-    # answering only our own names keeps the run's data on this machine's browser.
-    names = {host, "127.0.0.1", "localhost", "[::1]"}
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _allowed_hosts(host: str, port: int) -> set[str] | None:
+    """The Host headers answered (None: any, for a server its user put on the network).
+
+    A page on another site that rebinds its name to 127.0.0.1 sends its own Host header:
+    answering only our own names keeps the run's data in this machine's browsers.
+    """
+    if host not in LOOPBACK:
+        return None
+    names = {"127.0.0.1", "localhost", "[::1]"}
     return {n for name in names for n in (name, f"{name}:{port}")}
 
 
@@ -193,7 +201,7 @@ def make_handler(state: ViewState, host: str, port: int) -> type[BaseHTTPRequest
             self._send(status, _encode(payload), "application/json")
 
         def do_GET(self) -> None:
-            if self.headers.get("Host", "") not in allowed:
+            if allowed is not None and self.headers.get("Host", "") not in allowed:
                 self._json(HTTPStatus.FORBIDDEN, {"error": "unknown Host header"})
                 return
             url = urlsplit(self.path)

@@ -451,11 +451,22 @@ def test_the_page_in_a_browser_renders_and_updates_live(
     from selenium.webdriver.support.ui import WebDriverWait
 
     run = run_factory(status="running", tokens=True)
+    hostile = '<img src=x onerror="window.__pwned = 1"><b id="injected">x</b>'
+    with connect_wal(run.path / "events.sqlite") as db:  # an agent's post is an adversary's
+        db.execute(
+            "INSERT INTO messages (at, arm, author, role, kind, text) VALUES"
+            " (?, 'swarm', 'w2', 'worker', 'note', ?)",
+            (T0 + 90, hostile),
+        )
+        db.execute("UPDATE submissions SET message = ? WHERE id = 1", (hostile,))
     tables = build_tables(run.path)
     with serving(run.path) as base:
         browser.get(base + "/")
         _wait_for_sections(browser)
         assert _severe(browser) == []
+        assert browser.execute_script("return window.__pwned") is None
+        assert browser.find_elements("id", "injected") == []
+        assert hostile in browser.find_element("id", "board").text  # shown as text
         text = browser.find_element("id", "race").text
         best = tables.arms.set_index("arm")["best_x_baseline"]
         for arm, x in best.items():
