@@ -32,7 +32,7 @@ from runrecord import (
     submission_parents,
 )
 
-__all__ = ["SECTIONS", "build_sections", "evaluation_detail", "plain", "records"]
+__all__ = ["SECTIONS", "board_search", "build_sections", "evaluation_detail", "plain", "records"]
 
 SECTIONS = ("run", "race", "judge", "board", "submissions", "lineage", "cost")
 
@@ -369,16 +369,37 @@ def _latest(df: pd.DataFrame) -> pd.DataFrame:
     return df.iloc[-MAX_ROWS:] if len(df) > MAX_ROWS else df
 
 
-def _board(tables: Tables) -> dict[str, Any]:
+def _board(tables: Tables, messages: pd.DataFrame | None = None) -> dict[str, Any]:
+    picked = tables.messages if messages is None else messages
     rows = records(
-        _latest(tables.messages),
+        _latest(picked),
         ["run_id", "arm", "message_id", "author", "role", "kind", "t_s", "text", "ref_commit"],
     )
     verdicts = _verdict_of(tables)
     for row in rows:
         hit = verdicts.get((row["run_id"], row["arm"], row["ref_commit"] or ""))
         row["ref_job"], row["ref_verdict"] = (int(hit[0]), hit[1]) if hit else (None, None)
-    return {"messages": rows, "total": len(tables.messages)}
+    return {"messages": rows, "total": len(tables.messages), "matches": len(picked)}
+
+
+def board_search(tables: Tables, query: str, arm: str = "", run_id: str = "") -> dict[str, Any]:
+    """The board's messages whose author, role, kind, text or commit holds ``query`` (any case,
+    as plain text), of one arm and run if given: the latest ``MAX_ROWS`` matches, over every
+    message (the page holds only the latest when a run has more)."""
+    msgs = tables.messages
+    keep = np.ones(len(msgs), dtype=bool)
+    if arm:
+        keep &= (msgs["arm"] == arm).to_numpy()
+    if run_id:
+        keep &= (msgs["run_id"] == run_id).to_numpy()
+    if query:
+        needle = query.lower()
+        found = np.zeros(len(msgs), dtype=bool)
+        for col in ("author", "role", "kind", "text", "ref_commit"):
+            text = msgs[col].fillna("").astype(str).str.lower()
+            found |= text.str.contains(needle, regex=False).to_numpy()
+        keep &= found
+    return _board(tables, msgs[keep])
 
 
 def _submissions(tables: Tables) -> dict[str, Any]:

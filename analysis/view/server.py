@@ -23,7 +23,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from analysis.tables import Tables, build_tables, is_run_dir, sweep_jobs
-from analysis.view.data import SECTIONS, _time_left, build_sections, evaluation_detail
+from analysis.view.data import (
+    SECTIONS,
+    _time_left,
+    board_search,
+    build_sections,
+    evaluation_detail,
+)
 from analysis.view.page import render
 
 __all__ = ["PORT_TRIES", "Snapshot", "ViewState", "bind", "make_handler"]
@@ -230,6 +236,16 @@ def make_handler(state: ViewState, host: str, port: int) -> type[BaseHTTPRequest
                     else:
                         data = section_now(snap, name)
                         self._json(HTTPStatus.OK, {"version": snap.version, "data": data})
+                elif route == "/api/board/search":
+                    query = parse_qs(url.query)
+                    snap = state.current()
+                    found = board_search(
+                        snap.tables,
+                        query.get("q", [""])[0],
+                        query.get("arm", [""])[0],
+                        query.get("run", [""])[0],
+                    )
+                    self._json(HTTPStatus.OK, {"version": snap.version, "data": found})
                 elif route == "/api/evaluation":
                     query = parse_qs(url.query)
                     snap = state.current()

@@ -215,6 +215,37 @@ def test_a_large_run_comes_in_columns_and_the_latest_rows(
     assert all(e["from"] in kept and e["to"] in kept for e in swarm["edges"])
 
 
+def _post(path: Path, texts: list[str]) -> None:
+    with connect_wal(path / "events.sqlite") as db:
+        for i, text in enumerate(texts):
+            db.execute(
+                "INSERT INTO messages (at, arm, author, role, kind, text) VALUES"
+                " (?, 'solo', 'w1', 'worker', 'note', ?)",
+                (T0 + 60 + i, text),
+            )
+
+
+def test_the_board_is_searched_on_the_server_over_every_message(
+    run_factory: Callable[..., FixtureRun], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import analysis.view.data as data
+
+    monkeypatch.setattr(data, "MAX_ROWS", 3)
+    run = run_factory()
+    _post(run.path, ["an old NEEDLE", "b", "c", "d"])
+    with serving(run.path) as base:
+        board = section(base, "board")
+        found = get(f"{base}/api/board/search?q=needle")["data"]
+        dead = get(f"{base}/api/board/search?q=DEAD%20END&arm=swarm")["data"]
+        none = get(f"{base}/api/board/search?q=dead&arm=solo")["data"]
+    assert board["total"] == 6 and len(board["messages"]) == 3
+    assert "an old NEEDLE" not in [m["text"] for m in board["messages"]]
+    assert [m["text"] for m in found["messages"]] == ["an old NEEDLE"]
+    assert [m["kind"] for m in dead["messages"]] == ["dead_end"] and dead["matches"] == 1
+    assert dead["messages"][0]["ref_verdict"] == "WRONG"
+    assert none["messages"] == [] and none["matches"] == 0
+
+
 def test_a_sweep_serves_every_seed(sweep_dir: Path) -> None:
     tables = build_tables(sweep_dir)
     with serving(sweep_dir) as base:
@@ -515,15 +546,24 @@ def test_the_export_opens_in_a_browser_with_no_server(
 def test_a_large_runs_page_draws_columns_in_a_browser(
     browser, run_factory: Callable[..., FixtureRun], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
     import analysis.view.data as data
 
     for name, value in (("TIMELINE_BARS", 2), ("MAX_ROWS", 3), ("LINEAGE_NODES", 4)):
         monkeypatch.setattr(data, name, value)
     run = run_factory(rechecks=True)
+    _post(run.path, ["an old NEEDLE", "b", "c", "d"])
     with serving(run.path) as base:
         browser.get(base + "/")
         _wait_for_sections(browser)
         assert _severe(browser) == []
         assert browser.find_elements("css selector", "#judge-chart rect.col")
+        assert "NEEDLE" not in browser.find_element("id", "board").text
+        browser.find_element("id", "boardq").send_keys("needle")
+        WebDriverWait(browser, 30).until(
+            lambda d: "an old NEEDLE" in d.find_element("id", "board").text
+        )
+        assert "searched all 6 on the server" in browser.find_element("id", "board").text
         assert "the latest 3 of" in browser.find_element("id", "submissions").text
         _shoot(browser, "large")

@@ -237,10 +237,28 @@ function renderJudge() {
 }
 
 // ---- the board --------------------------------------------------------------------------
+let boardFound = null;  // a large run's server-side search: {key, data}
+let boardTimer = null;
+function boardKey() {
+  return [document.getElementById("boardq").value, document.getElementById("boardarm").value, selectedRun || ""].join("\u0000");
+}
+function boardInput() {
+  // The page holds only the latest messages of a large run: search them all on the server.
+  if (inline || !D.board || D.board.total <= D.board.messages.length) { renderBoard(); return; }
+  clearTimeout(boardTimer);
+  boardTimer = setTimeout(async () => {
+    const key = boardKey(), [q, arm, run] = key.split("\u0000");
+    if (!q && !arm) { boardFound = null; renderBoard(); return; }
+    const res = await fetch(`/api/board/search?q=${encodeURIComponent(q)}&arm=${encodeURIComponent(arm)}&run=${encodeURIComponent(run)}`);
+    if (res.ok) boardFound = { key, data: (await res.json()).data };
+    renderBoard();
+  }, 250);
+}
 function renderBoard() {
   const q = document.getElementById("boardq").value.toLowerCase();
   const arm = document.getElementById("boardarm").value;
-  let rows = ofRun(D.board.messages);
+  const server = boardFound && boardFound.key === boardKey() ? boardFound.data : null;
+  let rows = server ? server.messages : ofRun(D.board.messages);
   if (arm) rows = rows.filter((r) => r.arm === arm);
   if (q) rows = rows.filter((r) => `${r.author} ${r.role} ${r.kind} ${r.text} ${r.ref_commit ?? ""}`.toLowerCase().includes(q));
   const shown = rows.slice(-2000);
@@ -258,8 +276,10 @@ function renderBoard() {
       ` <span class="meta">(${esc(r.role)}) ${esc(r.kind)}${ref}</span><div class="text">${esc(r.text)}</div></div>`;
   }).join("");
   const held = ofRun(D.board.messages).length, total = D.board.total ?? held;
-  body("board").innerHTML = `<p class="note">${rows.length} of ${held} messages` +
-    `${total > D.board.messages.length ? ` (the latest ${D.board.messages.length} of ${total.toLocaleString("en")} are here)` : ""}` +
+  const scope = server
+    ? ` (searched all ${total.toLocaleString("en")} on the server: ${server.matches.toLocaleString("en")} match, the latest ${server.messages.length} here)`
+    : total > D.board.messages.length ? ` (the latest ${D.board.messages.length} of ${total.toLocaleString("en")} are here)` : "";
+  body("board").innerHTML = `<p class="note">${rows.length} of ${server ? server.matches : held} messages${scope}` +
     `${rows.length > shown.length ? "; the last 2000 matches shown" : ""}</p><div class="msgs">${html}</div>`;
   ready("board");
 }
@@ -475,8 +495,8 @@ async function poll() {
   setTimeout(poll, POLL_MS);
 }
 function wire() {
-  document.getElementById("boardq").addEventListener("input", renderBoard);
-  document.getElementById("boardarm").addEventListener("change", renderBoard);
+  document.getElementById("boardq").addEventListener("input", boardInput);
+  document.getElementById("boardarm").addEventListener("change", boardInput);
   for (const id of ["subarm", "subverdict"]) document.getElementById(id).addEventListener("change", renderSubmissions);
   for (const id of ["subseat", "subreason"]) document.getElementById(id).addEventListener("input", renderSubmissions);
   document.getElementById("runsel").addEventListener("change", (e) => { selectedRun = e.target.value; renderAll(); });
