@@ -53,10 +53,10 @@ SEAT_PALETTE = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02"
 MAX_ROWS = 5000
 #: Above this many evaluations the judge's timeline comes as columns (busy share and verdicts
 #: per lane and column), not one bar each.
-TIMELINE_BARS = 3000
-TIMELINE_COLUMNS = 1000
+TIMELINE_BARS = 1500
+TIMELINE_COLUMNS = 600
 #: Commits a lineage graph of one arm draws at most.
-LINEAGE_NODES = 1500
+LINEAGE_NODES = 600
 #: Points of a cumulative token curve per arm, at most.
 CURVE_POINTS = 1000
 

@@ -6,6 +6,9 @@
 
 const SECTIONS = ["run", "race", "judge", "board", "submissions", "lineage", "cost"];
 const POLL_MS = 2000;
+// Rows drawn at most (the DOM, not the data, is what slows a page): refine a filter for more.
+const BOARD_SHOWN = 500;
+const SUB_SHOWN = 1000;
 const D = {};            // section name -> data
 let shownVersion = null; // the version the page shows
 let inline = null;       // an export's data (null when live)
@@ -18,10 +21,12 @@ function esc(value) {
   return String(value ?? "").replace(/[&<>"']/g, (c) => (
     { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 }
+const FORMATS = {};  // one Intl.NumberFormat per digits: making one per number is slow
 function num(value, digits = 1) {
   if (value === null || value === undefined || Number.isNaN(value)) return "-";
-  return Number(value).toLocaleString("en", {
-    minimumFractionDigits: digits, maximumFractionDigits: digits });
+  const f = FORMATS[digits] || (FORMATS[digits] = new Intl.NumberFormat("en", {
+    minimumFractionDigits: digits, maximumFractionDigits: digits }));
+  return f.format(Number(value));
 }
 function pct(value) { return value === null || value === undefined ? "-" : `${Math.round(100 * value)}%`; }
 function mmss(seconds) {
@@ -261,7 +266,7 @@ function renderBoard() {
   let rows = server ? server.messages : ofRun(D.board.messages);
   if (arm) rows = rows.filter((r) => r.arm === arm);
   if (q) rows = rows.filter((r) => `${r.author} ${r.role} ${r.kind} ${r.text} ${r.ref_commit ?? ""}`.toLowerCase().includes(q));
-  const shown = rows.slice(-2000);
+  const shown = rows.slice(-BOARD_SHOWN);
   const html = shown.map((r) => {
     let ref = "";
     if (r.ref_commit) {
@@ -280,7 +285,7 @@ function renderBoard() {
     ? ` (searched all ${total.toLocaleString("en")} on the server: ${server.matches.toLocaleString("en")} match, the latest ${server.messages.length} here)`
     : total > D.board.messages.length ? ` (the latest ${D.board.messages.length} of ${total.toLocaleString("en")} are here)` : "";
   body("board").innerHTML = `<p class="note">${rows.length} of ${server ? server.matches : held} messages${scope}` +
-    `${rows.length > shown.length ? "; the last 2000 matches shown" : ""}</p><div class="msgs">${html}</div>`;
+    `${rows.length > shown.length ? `; the last ${BOARD_SHOWN} matches shown` : ""}</p><div class="msgs">${html}</div>`;
   ready("board");
 }
 
@@ -315,14 +320,15 @@ function renderSubmissions() {
   });
   const head = SUB_COLUMNS.map(([k, label, , n]) =>
     `<th class="sortable ${n ? "num" : ""}" data-key="${k}">${esc(k === "score" ? D.run.metric.unit : label)}${k === key ? (dir > 0 ? " ▲" : " ▼") : ""}</th>`).join("");
-  const lines = rows.map((r) => {
+  const lines = rows.slice(0, SUB_SHOWN).map((r) => {
     const id = `${r.run_id}/${r.job_id}`;
     return `<tr class="${r.job_id !== null ? "clickable" : ""} ${id === openJob ? "open" : ""}" data-run="${esc(r.run_id)}" data-job="${esc(r.job_id ?? "")}">` +
       SUB_COLUMNS.map(([, , f, n]) => `<td class="${n ? "num" : ""}">${f(r)}</td>`).join("") + "</tr>";
   }).join("");
   const total = D.submissions.total ?? all.length;
   const cut = total > D.submissions.rows.length ? ` (the latest ${D.submissions.rows.length} of ${total.toLocaleString("en")} are here)` : "";
-  body("submissions").innerHTML = `<p class="note">${rows.length} of ${all.length} submissions${cut}; click a row for its stages, detail and diff</p>` +
+  const drawn = rows.length > SUB_SHOWN ? `, the first ${SUB_SHOWN} in this order drawn` : "";
+  body("submissions").innerHTML = `<p class="note">${rows.length} of ${all.length} submissions${cut}${drawn}; click a row for its stages, detail and diff</p>` +
     `<div class="scroll"><table id="subtable"><thead><tr>${head}</tr></thead><tbody>${lines}</tbody></table></div>`;
   ready("submissions");
 }
