@@ -428,20 +428,15 @@ def _lineage(tables: Tables) -> dict[str, Any]:
             sub = tables.submissions
             sub = sub[(sub["run_id"] == run.run_id) & (sub["arm"] == arm)]
             sub = sub[~sub["agent"].isin(list(PSEUDO_AGENTS))]
-            nodes: dict[str, dict[str, Any]] = {}
-            for r in sub.sort_values("submission_id").itertuples(index=False):
-                node = nodes.setdefault(
-                    r.commit,
-                    {"commit": r.commit, "agent": r.agent, "t_s": plain(r.t_s), "jobs": []},
-                )
-                node["verdict"] = r.verdict  # the latest submission's verdict
-                node["score"] = plain(r.score)
-                if r.job_id is not pd.NA and r.job_id is not None:
-                    node["jobs"].append(int(r.job_id))
+            sub = sub.sort_values("submission_id", kind="stable")
+            # A commit's first submission says who and when; its latest says the verdict.
+            first = sub.drop_duplicates("commit", keep="first").set_index("commit")
+            last = sub.drop_duplicates("commit", keep="last").set_index("commit")
+            commits = list(first.index)
             start = run.start_commit(arm)
             repo = run.run_dir / "arms" / arm / "submissions.git"
             parents = (
-                submission_parents(CommitGraph.load(repo), set(nodes), start)
+                submission_parents(CommitGraph.load(repo), set(commits), start)
                 if repo.is_dir()
                 else {}
             )
@@ -460,28 +455,46 @@ def _lineage(tables: Tables) -> dict[str, Any]:
             path: list[str] = []
             seen: set[str] = set()
             at = best_commit
-            while at and at in nodes and at not in seen:
+            while at and at in first.index and at not in seen:
                 seen.add(at)
                 path.append(at)
                 ups = [p for p in parents.get(at, []) if p != start]
                 at = ups[0] if ups else None
-            total = len(nodes)
+            total = len(commits)
             if total > LINEAGE_NODES:  # the champion's path, the relays, then the latest
                 keep = set(path) | {r["to_commit"] for r in relays}
                 keep |= {r["from_commit"] for r in relays}
-                for commit in reversed(list(nodes)):
+                for commit in reversed(commits):
                     if len(keep) >= LINEAGE_NODES:
                         break
                     keep.add(commit)
-                nodes = {c: n for c, n in nodes.items() if c in keep}
+                commits = [c for c in commits if c in keep]
                 edges = [e for e in edges if e["from"] in keep and e["to"] in keep]
+            judged = sub[sub["commit"].isin(commits) & sub["job_id"].notna()]
+            jobs: dict[str, list[int]] = {}
+            for c, j in zip(judged["commit"], judged["job_id"], strict=True):
+                jobs.setdefault(c, []).append(int(j))
+            head, tail = first.loc[commits], last.loc[commits]
+            nodes = [
+                {
+                    "commit": c,
+                    "agent": agent,
+                    "t_s": plain(t_s),
+                    "jobs": jobs.get(c, []),
+                    "verdict": verdict,
+                    "score": plain(score),
+                }
+                for c, agent, t_s, verdict, score in zip(
+                    commits, head["agent"], head["t_s"], tail["verdict"], tail["score"], strict=True
+                )
+            ]
             graphs.append(
                 {
                     "run_id": run.run_id,
                     "arm": arm,
                     "start": start,
                     "total_nodes": total,
-                    "nodes": list(nodes.values()),
+                    "nodes": nodes,
                     "edges": edges,
                     "roots": roots,
                     "relays": relays,
