@@ -567,3 +567,20 @@ def test_a_large_runs_page_draws_columns_in_a_browser(
         assert "searched all 6 on the server" in browser.find_element("id", "board").text
         assert "the latest 3 of" in browser.find_element("id", "submissions").text
         _shoot(browser, "large")
+
+
+@pytest.mark.browser
+def test_a_sweeps_page_picks_a_seed_in_a_browser(browser, sweep_dir: Path) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    with serving(sweep_dir) as base:
+        browser.get(base + "/")
+        _wait_for_sections(browser)
+        assert _severe(browser) == []
+        runs = Select(browser.find_element("id", "runsel"))
+        assert [o.text.split(" · ")[0] for o in runs.options] == ["seed 1", "seed 2"]
+        assert "sweep of 2 runs" in browser.find_element("id", "title").text
+        runs.select_by_index(1)
+        _wait_for_sections(browser)
+        assert _severe(browser) == []
+        _shoot(browser, "sweep")

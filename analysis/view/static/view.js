@@ -170,7 +170,7 @@ function renderRace() {
   html += `<svg id="race-chart" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">${svg}</svg>`;
   html += `<p id="race-left">${esc(timeLeftText())}</p>`;
   html += table(
-    ["run", "arm", "best ×", `best ${D.run.metric.unit}`, "by", "time to best", "re-judged ×", "re-judged verdicts"],
+    ["seed", "arm", "best ×", `best ${D.run.metric.unit}`, "by", "time to best", "re-judged ×", "re-judged verdicts"],
     ofRun(r.arms).map((a) => [esc(a.seed ?? a.run_id), tag(a.arm, armColour(a.arm)),
       num(a.best_x_baseline, 3), num(a.best_score), esc(a.best_agent ?? "-"), mmss(a.time_to_best_s),
       num(a.rejudged_x_baseline, 3), esc(a.rejudged_verdicts ?? "-")]), [2, 3, 5, 6]);
