@@ -365,6 +365,20 @@ def test_rebuilds_are_throttled_while_a_run_keeps_writing(
     assert 900 in fresh.tables.evaluations["job_id"].tolist()
 
 
+def test_an_unreadable_log_keeps_the_last_good_read(
+    run_factory: Callable[..., FixtureRun],
+) -> None:
+    run = run_factory(status="running")
+    with serving(run.path) as base:
+        good = section(base, "submissions")
+        db = run.path / "events.sqlite"
+        db.write_bytes(db.read_bytes()[:16] + b"\x00garbage" * 64)  # still SQLite's magic
+        version = get(f"{base}/api/version")
+        again = section(base, "submissions")
+    assert version["error"] and "DatabaseError" in version["error"]
+    assert again == good  # what was read last, never an error page
+
+
 def test_the_server_never_writes_the_run(fixture_run: FixtureRun) -> None:
     def files() -> dict[str, int]:
         return {
