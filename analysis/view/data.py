@@ -24,6 +24,7 @@ from analysis._git import _git
 from analysis.report.measured import formulas_section
 from analysis.report.measures import call_records, subset
 from analysis.tables import RunInfo, Tables, _read_only, phase_busy_s
+from judge import Metric
 from runrecord import (
     PSEUDO_AGENTS,
     REJUDGING_AGENTS,
@@ -138,7 +139,7 @@ def _run(tables: Tables, now: float) -> dict[str, Any]:
     }
 
 
-def best_steps(ev: pd.DataFrame, higher_is_better: bool) -> list[dict[str, Any]]:
+def best_steps(ev: pd.DataFrame, metric: Metric) -> list[dict[str, Any]]:
     """The agents' PASSes of one arm of one run where the best so far changed, in verdict order
     (the best as ``runrecord.best_pass`` picks it: by score, the first one on a tie)."""
     passes = ev[(ev["verdict"] == "PASS") & ~ev["pseudo_agent"] & ev["score"].notna()]
@@ -146,8 +147,7 @@ def best_steps(ev: pd.DataFrame, higher_is_better: bool) -> list[dict[str, Any]]
     out: list[dict[str, Any]] = []
     best: float | None = None
     for r in passes.itertuples(index=False):
-        better = best is None or (r.score > best if higher_is_better else r.score < best)
-        if better:
+        if best is None or metric.better(float(r.score), best):
             best = float(r.score)
             out.append(
                 {
@@ -174,7 +174,7 @@ def _race(tables: Tables, now: float) -> dict[str, Any]:
                     "seed": run.seed,
                     "arm": arm,
                     "end_s": run.run_seconds,
-                    "points": best_steps(ev[ev["arm"] == arm], metric.higher_is_better),
+                    "points": best_steps(ev[ev["arm"] == arm], metric),
                 }
             )
     arms = records(

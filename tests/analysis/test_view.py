@@ -151,6 +151,23 @@ def test_every_endpoint_equals_the_tables(run_factory: Callable[..., FixtureRun]
     assert "engine.py" in detail["diff"] and "return x + 0" in detail["diff"]
 
 
+def test_a_lower_is_better_metric_races_downwards(
+    run_factory: Callable[..., FixtureRun],
+) -> None:
+    run = run_factory(latency=True)
+    tables = build_tables(run.path)
+    with serving(run.path) as base:
+        race = section(base, "race")
+        meta = section(base, "run")
+    assert meta["metric"]["higher_is_better"] is False
+    arms = tables.arms.set_index("arm")
+    swarm = next(c for c in race["curves"] if c["arm"] == "swarm")
+    assert [p["score"] for p in swarm["points"]] == [120.0]  # every later latency was higher
+    for curve in race["curves"]:
+        assert close(curve["points"][-1]["score"], arms.at[curve["arm"], "best_score"])
+        assert close(curve["points"][-1]["x_baseline"], arms.at[curve["arm"], "best_x_baseline"])
+
+
 def test_idle_with_work_is_waiting_time_no_evaluation_covers() -> None:
     assert merge([(0, 2), (1, 3), (5, 6), (4, 4)]) == [(0, 3), (5, 6)]
     assert uncovered_s([(0, 10)], [(1, 2), (3, 4), (9, 12)]) == 7
