@@ -113,6 +113,12 @@ function renderRun() {
     el.value = keep;
   }
 }
+function elapsedS(runId) {
+  // A running run's charts reach to now, so they grow while the run goes on.
+  const run = D.run && (D.run.runs.find((x) => x.run_id === runId) || D.run.runs[0]);
+  if (!run || run.status === "finished" || inline) return 0;
+  return Math.max(0, Date.now() / 1000 + clockOffset - run.started_at);
+}
 function timeLeftText() {
   const run = D.run && (D.run.runs.find((x) => x.run_id === selectedRun) || D.run.runs[0]);
   if (!run) return "";
@@ -129,7 +135,8 @@ function renderRace() {
   const curves = r.curves;
   let tMax = 1, yMax = Math.max(1.2, r.target_x || 0);
   for (const c of curves) {
-    tMax = Math.max(tMax, c.end_s || 0);
+    c.end_s = Math.max(c.end_s || 0, elapsedS(c.run_id));
+    tMax = Math.max(tMax, c.end_s);
     for (const p of c.points) { tMax = Math.max(tMax, p.t_s); yMax = Math.max(yMax, p.x_baseline || 0); }
   }
   for (const a of r.arms) yMax = Math.max(yMax, a.rejudged_x_baseline || 0);
@@ -190,6 +197,7 @@ function renderJudge() {
   let tMax = 1;
   for (const e of evs) tMax = Math.max(tMax, e.t_end_s || 0);
   for (const tl of ofRun(j.timeline || [])) tMax = Math.max(tMax, tl.t_max);
+  tMax = Math.max(tMax, elapsedS(selectedRun));
   const x = scale(0, tMax / 60, m.l, w - m.r);
   let svg = axes(x, () => 0, ticks(0, tMax / 60, 8), [], w, h, m, "minutes since the run started", "");
   lanes.forEach((lane, i) => {
