@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import formulas
-from analysis._git import _git
+from analysis._git import _git, dead_ends
 from analysis.report.measured import formulas_section
 from analysis.report.measures import call_records, subset
 from analysis.tables import RunInfo, Tables, _read_only, phase_busy_s
@@ -435,11 +435,8 @@ def _lineage(tables: Tables) -> dict[str, Any]:
             commits = list(first.index)
             start = run.start_commit(arm)
             repo = run.run_dir / "arms" / arm / "submissions.git"
-            parents = (
-                submission_parents(CommitGraph.load(repo), set(commits), start)
-                if repo.is_dir()
-                else {}
-            )
+            graph = CommitGraph.load(repo) if repo.is_dir() else None
+            parents = submission_parents(graph, set(commits), start) if graph else {}
             edges = [
                 {"from": p, "to": c} for c, ps in sorted(parents.items()) for p in ps if p != start
             ]
@@ -452,6 +449,14 @@ def _lineage(tables: Tables) -> dict[str, Any]:
             )
             best = tables.arms[(tables.arms["run_id"] == run.run_id) & (tables.arms["arm"] == arm)]
             best_commit = plain(best["best_commit"].iloc[0]) if len(best) else None
+            # The report's dead-end ledger (analysis._git.dead_ends), without its git diffs.
+            board = tables.messages
+            board = board[(board["run_id"] == run.run_id) & (board["arm"] == arm)]
+            dead = (
+                dead_ends(repo, sub, rel, best_commit, start, board, graph=graph, max_diffs=0)
+                if graph
+                else []
+            )
             path: list[str] = []
             seen: set[str] = set()
             at = best_commit
@@ -500,6 +505,10 @@ def _lineage(tables: Tables) -> dict[str, Any]:
                     "relays": relays,
                     "champion": best_commit,
                     "champion_path": path,
+                    "dead_ends": [
+                        {"agent": d.agent, "commits": d.commits, "verdicts": d.verdicts}
+                        for d in dead
+                    ],
                 }
             )
     return {"graphs": graphs}

@@ -136,6 +136,10 @@ def test_every_endpoint_equals_the_tables(run_factory: Callable[..., FixtureRun]
     assert graphs["solo"]["champion_path"] == [c["s3"], c["s1"]]
     assert {n["commit"] for n in graphs["solo"]["nodes"]} == {c["s1"], c["s2"], c["s3"], c["s4"]}
     assert {"from": c["c4"], "to": c["c5"]} in graphs["swarm"]["edges"]
+    # The report's dead-end ledger: w2's c3, w1's c4 -> c5 line, and solo's slower s2.
+    swarm_dead = [d["commits"] for d in graphs["swarm"]["dead_ends"]]
+    assert swarm_dead == [[c["c3"]], [c["c4"], c["c5"]]]
+    assert [d["commits"] for d in graphs["solo"]["dead_ends"]] == [[c["s2"]]]
 
     # Cost: tokens per seat and arm as the tables sum them.
     tok = tables.tokens.groupby(["arm", "agent"])["output"].sum()

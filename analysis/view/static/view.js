@@ -377,7 +377,7 @@ function renderLineage() {
   const graphs = ofRun(D.lineage.graphs);
   let html = legend([["node: a submitted commit, coloured by seat; filled = PASS", "#888"],
     ["grey line: built on (nearest submitted ancestor)", "#bbb"], ["thick: relay onto another seat's PASS", "#333"],
-    ["gold: the champion's path", "#e6b800"]]);
+    ["gold: the champion's path", "#e6b800"], ["red ring: a dead end (a direction nothing kept built on)", "#d62728"]]);
   for (const g of graphs) {
     const seats = [...new Set(g.nodes.map((n) => n.agent))].sort();
     const w = 900, laneH = 34, m = { l: 70, r: 20, t: 14, b: 34 }, h = m.t + m.b + laneH * Math.max(1, seats.length);
@@ -389,6 +389,7 @@ function renderLineage() {
     let svg = axes(x, () => 0, ticks(0, tMax / 60, 8), [], w, h, m, "minutes (submitted)", "");
     seats.forEach((s, i) => { svg += `<text x="${m.l - 8}" y="${m.t + i * laneH + laneH / 2 + 4}" text-anchor="end" fill="${seatColour(g.arm, s)}">${esc(s)}</text>`; });
     const onPath = new Set(g.champion_path);
+    const dead = new Set((g.dead_ends || []).flatMap((d) => d.commits));
     const link = (a, b, stroke, width, extra = "") => {
       const [x0, y0] = pos[a], [x1, y1] = pos[b];
       const mx = (x0 + x1) / 2;
@@ -412,12 +413,13 @@ function renderLineage() {
       const [cx, cy] = pos[n.commit], colour = seatColour(g.arm, n.agent), pass = n.verdict === "PASS";
       svg += `<g class="node" data-commit="${esc(n.commit)}">` +
         (onPath.has(n.commit) ? `<circle cx="${cx}" cy="${cy}" r="10" fill="none" stroke="#e6b800" stroke-width="3"/>` : "") +
+        (dead.has(n.commit) ? `<circle class="dead" cx="${cx}" cy="${cy}" r="9.5" fill="none" stroke="#d62728" stroke-width="1.5" stroke-dasharray="3 2"/>` : "") +
         `<circle cx="${cx}" cy="${cy}" r="6" fill="${pass ? colour : "#fff"}" stroke="${colour}" stroke-width="2"/>` +
         `<title>${esc(`${n.agent} ${short(n.commit)} ${n.verdict}${n.score !== null ? " " + num(n.score) + " " + D.run.metric.unit : ""} (jobs ${n.jobs.join(", ") || "-"})` +
           (n.commit === g.champion ? " · the arm's best" : ""))}</title></g>`;
     }
     const cut = g.total_nodes > g.nodes.length ? ` (of ${g.total_nodes}: the champion's path, the relays and the latest)` : "";
-    html += `<h3>${tag(g.arm, armColour(g.arm))} ${g.nodes.length} commits${cut}, ${g.relays.length} relay edge(s)` +
+    html += `<h3>${tag(g.arm, armColour(g.arm))} ${g.nodes.length} commits${cut}, ${g.relays.length} relay edge(s), ${(g.dead_ends || []).length} dead end(s)` +
       `${g.champion ? `, best <code>${short(g.champion)}</code>` : ""}</h3>`;
     html += `<svg class="lineage-chart" data-arm="${esc(g.arm)}" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">${svg}</svg>`;
   }
