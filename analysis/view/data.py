@@ -62,6 +62,7 @@ LINEAGE_NODES = 600
 CURVE_POINTS = 1000
 
 _SHA = re.compile(r"[0-9a-f]{40}")
+_HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 #: The most characters of a diff the detail view carries (a candidate's diff is its author's text).
 DIFF_CHARS = 20_000
 
@@ -376,9 +377,20 @@ def _board(tables: Tables, messages: pd.DataFrame | None = None) -> dict[str, An
         ["run_id", "arm", "message_id", "author", "role", "kind", "t_s", "text", "ref_commit"],
     )
     verdicts = _verdict_of(tables)
+    # Commits a message names in its text (7+ hex digits, as agents abbreviate them).
+    prefixes: dict[tuple[str, str, str], str] = {}
+    for run_id, arm, commit in verdicts:
+        prefixes.setdefault((run_id, arm, commit[:7]), commit)
     for row in rows:
         hit = verdicts.get((row["run_id"], row["arm"], row["ref_commit"] or ""))
         row["ref_job"], row["ref_verdict"] = (int(hit[0]), hit[1]) if hit else (None, None)
+        mentions = []
+        for word in dict.fromkeys(_HEX.findall(row["text"] or "")):
+            commit = prefixes.get((row["run_id"], row["arm"], word[:7]))
+            if commit and commit.startswith(word) and commit != row["ref_commit"]:
+                job, verdict = verdicts[(row["run_id"], row["arm"], commit)]
+                mentions.append({"commit": commit, "job": int(job), "verdict": verdict})
+        row["mentions"] = mentions
     return {"messages": rows, "total": len(tables.messages), "matches": len(picked)}
 
 

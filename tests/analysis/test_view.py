@@ -66,6 +66,12 @@ def close(a: float | None, b: float | None) -> bool:
 
 def test_every_endpoint_equals_the_tables(run_factory: Callable[..., FixtureRun]) -> None:
     run = run_factory(tokens=True, rechecks=True)
+    with connect_wal(run.path / "events.sqlite") as db:
+        db.execute(
+            "INSERT INTO messages (at, arm, author, role, kind, text) VALUES"
+            " (?, 'swarm', 'w2', 'worker', 'note', ?)",
+            (T0 + 21, f"built on {run.commits['c1'][:10]}, not on deadbeefcafe"),
+        )
     tables = build_tables(run.path)
     arms = tables.arms.set_index("arm")
     with serving(run.path) as base:
@@ -110,6 +116,13 @@ def test_every_endpoint_equals_the_tables(run_factory: Callable[..., FixtureRun]
     dead = next(m for m in board if m["kind"] == "dead_end")
     c5 = tables.evaluations.set_index("commit").loc[run.commits["c5"]]
     assert (dead["ref_job"], dead["ref_verdict"]) == (int(c5["job_id"]), "WRONG")
+
+    # A commit named in a message's text links its verdict too.
+    said = next(m for m in board if m["text"].startswith("built on"))
+    c1 = tables.evaluations.set_index("commit").loc[run.commits["c1"]]
+    assert said["mentions"] == [
+        {"commit": run.commits["c1"], "job": int(c1["job_id"]), "verdict": "PASS"}
+    ]
 
     # Submissions: every one with its verdict, reason and judge time.
     rows = data["submissions"]["rows"]

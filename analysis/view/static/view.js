@@ -284,6 +284,10 @@ function renderBoard() {
           `job ${esc(r.ref_job)}</a> ${tag(r.ref_verdict, verdictColour(r.ref_verdict))}`;
       }
     }
+    for (const mnt of r.mentions || []) {
+      ref += ` · names <code>${short(mnt.commit)}</code> → <a href="#submissions" class="jobref" data-run="${esc(r.run_id)}" data-job="${esc(mnt.job)}">` +
+        `job ${esc(mnt.job)}</a> ${tag(mnt.verdict, verdictColour(mnt.verdict))}`;
+    }
     return `<div class="msg" data-id="${esc(r.message_id)}"><span class="meta">${mmss(r.t_s)}</span> ` +
       `${tag(r.arm, armColour(r.arm))} <span class="who" style="color:${seatColour(r.arm, r.author)}">${esc(r.author)}</span>` +
       ` <span class="meta">(${esc(r.role)}) ${esc(r.kind)}${ref}</span><div class="text">${esc(r.text)}</div></div>`;
