@@ -271,24 +271,27 @@ def _shared_judge(tables: Tables, run: RunInfo, now: float) -> dict[str, Any] | 
     }
 
 
+def _formula_lines(tables: Tables, run: RunInfo) -> tuple[list[str], list[str]]:
+    """The report's "formulas, measured" text of one run, split into formula one and two."""
+    lines = formulas_section(subset(tables, run), run)
+    cut = next((i for i, line in enumerate(lines) if line.startswith("### Formula two")), None)
+    return (lines, []) if cut is None else (lines[:cut], lines[cut:])
+
+
 def _judge(tables: Tables, now: float) -> dict[str, Any]:
     sub = tables.submissions
     waiting = sub[sub["verdict"] == "not evaluated"]
-    queue = records(waiting, ["run_id", "arm", "agent", "submission_id", "job_id", "commit", "t_s"])
+    queue = records(
+        _latest(waiting), ["run_id", "arm", "agent", "submission_id", "job_id", "commit", "t_s"]
+    )
     by_run = {run.run_id: run for run in tables.runs}
     for row in queue:
         run = by_run[row["run_id"]]
         row["waiting_s"] = None if run.finished else max(0.0, now - run.started_at - row["t_s"])
         row["state"] = "never judged" if run.finished else "queued" if row["job_id"] else "sent"
-    formula = []
-    for run in tables.runs:
-        lines = formulas_section(subset(tables, run), run)
-        formula.append(
-            {
-                "run_id": run.run_id,
-                "lines": lines[: lines.index("### Formula two: token cost per gain")],
-            }
-        )
+    formula = [
+        {"run_id": run.run_id, "lines": _formula_lines(tables, run)[0]} for run in tables.runs
+    ]
     capacity = records(
         tables.arms,
         [
@@ -306,8 +309,8 @@ def _judge(tables: Tables, now: float) -> dict[str, Any]:
         "timeline": [timeline_columns(ev[ev["run_id"] == r.run_id], r) for r in tables.runs]
         if many
         else [],
-        "queue": queue[-MAX_ROWS:],
-        "queue_count": len(queue),
+        "queue": queue,
+        "queue_count": len(waiting),
         "capacity": capacity,
         "shared": shared,
         "formula": formula,
@@ -555,15 +558,9 @@ def _cost(tables: Tables) -> dict[str, Any]:
             "model_call_failures", "model_lost_s",
         ],
     )  # fmt: skip
-    formula = []
-    for run in tables.runs:
-        lines = formulas_section(subset(tables, run), run)
-        formula.append(
-            {
-                "run_id": run.run_id,
-                "lines": lines[lines.index("### Formula two: token cost per gain") :],
-            }
-        )
+    formula = [
+        {"run_id": run.run_id, "lines": _formula_lines(tables, run)[1]} for run in tables.runs
+    ]
     outages = []
     for run in tables.runs:
         if not run.proxied:  # outages only where the seats went through the proxy
