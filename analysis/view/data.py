@@ -537,6 +537,8 @@ def _cost(tables: Tables) -> dict[str, Any]:
             ["input", "cache_read", "cache_write", "output", "reasoning"]
         ].sum()
         per_seat = records(sums.reset_index(), ["run_id", "arm", "agent", *sums.columns])
+    # The runner replaces a seat's rows at each reading: the rows are each seat's latest totals,
+    # summed here in the order they were read (no earlier readings are kept to plot).
     over_time = []
     for (run_id, arm), group in tok.sort_values("t_s").groupby(["run_id", "arm"], sort=True):
         t, total = group["t_s"].to_numpy(float), group["output"].cumsum().to_numpy(float)

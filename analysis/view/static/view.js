@@ -449,13 +449,14 @@ function renderCost() {
     let tMax = 1, yMax = 1;
     for (const s of series) for (const [t, v] of s.points) { tMax = Math.max(tMax, t); yMax = Math.max(yMax, v); }
     const x = scale(0, tMax / 60, m.l, w - m.r), y = scale(0, yMax * 1.08, h - m.b, m.t);
-    let svg = axes(x, y, ticks(0, tMax / 60, 8), ticks(0, yMax * 1.08, 5), w, h, m, "minutes", "output tokens (cumulative)",
+    let svg = axes(x, y, ticks(0, tMax / 60, 8), ticks(0, yMax * 1.08, 5), w, h, m, "minutes (time of each seat's latest reading)", "output tokens",
       (v) => v, (v) => Number(v).toLocaleString("en"));
     for (const s of series) {
       const d = s.points.map(([t, v], i) => `${i ? "L" : "M"}${x(t / 60)} ${y(v)}`).join("");
       svg += `<path d="${d}" fill="none" stroke="${armColour(s.arm)}" stroke-width="2"/>`;
     }
     html += `<svg id="cost-chart" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">${svg}</svg>`;
+    html += `<p class="note">The runner replaces a seat's token rows at each reading (every minute), so the record holds each seat's latest totals: the curve sums them by the time they were read, and grows on the next poll while the run goes on.</p>`;
   } else {
     html += `<p class="note">No token records (scripted agents and seats without session records have none).</p>`;
   }
