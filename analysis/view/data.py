@@ -145,22 +145,34 @@ def best_steps(ev: pd.DataFrame, metric: Metric) -> list[dict[str, Any]]:
     (the best as ``runrecord.best_pass`` picks it: by score, the first one on a tie)."""
     passes = ev[(ev["verdict"] == "PASS") & ~ev["pseudo_agent"] & ev["score"].notna()]
     passes = passes.sort_values(["t_end_s", "job_id"], kind="stable")
-    out: list[dict[str, Any]] = []
-    best: float | None = None
-    for r in passes.itertuples(index=False):
-        if best is None or metric.better(float(r.score), best):
-            best = float(r.score)
-            out.append(
-                {
-                    "t_s": plain(r.t_end_s),
-                    "score": best,
-                    "x_baseline": plain(r.x_baseline),
-                    "job_id": int(r.job_id),
-                    "agent": r.agent,
-                    "commit": r.commit,
-                }
-            )
-    return out
+    scores = passes["score"].to_numpy(float)
+    if not len(scores):
+        return []
+    # A running best by the metric's own rule (a strict improvement: the first one on a tie).
+    running = (
+        np.maximum.accumulate(scores) if metric.better(1.0, 0.0) else np.minimum.accumulate(scores)
+    )
+    steps = np.flatnonzero(np.r_[True, running[1:] != running[:-1]])
+    picked = passes.iloc[steps]
+    return [
+        {
+            "t_s": plain(t),
+            "score": plain(score),
+            "x_baseline": plain(x),
+            "job_id": int(job),
+            "agent": agent,
+            "commit": commit,
+        }
+        for t, score, x, job, agent, commit in zip(
+            picked["t_end_s"].tolist(),
+            picked["score"].tolist(),
+            picked["x_baseline"].tolist(),
+            picked["job_id"].tolist(),
+            picked["agent"].tolist(),
+            picked["commit"].tolist(),
+            strict=True,
+        )
+    ]
 
 
 def _race(tables: Tables, now: float) -> dict[str, Any]:
@@ -246,17 +258,19 @@ def _shared_judge(tables: Tables, run: RunInfo, now: float) -> dict[str, Any] | 
     busy = phase_busy_s(ev, run_s)
     per = busy / len(ev)
 
-    def clip(a: float, b: float) -> tuple[float, float]:
-        return max(0.0, a), min(run_s, b)
+    def clip(a: pd.Series, b: pd.Series | float) -> list[tuple[float, float]]:
+        lo = np.maximum(0.0, a.to_numpy(float))
+        hi = np.minimum(run_s, np.broadcast_to(np.asarray(b, dtype=float), lo.shape))
+        return list(zip(lo.tolist(), hi.tolist(), strict=True))
 
     # Idle with work: some submission waited in the queue and the judge ran nothing.
-    working = [clip(a, b) for a, b in zip(ev["t_start_s"], ev["t_end_s"], strict=True)]
-    waits = [clip(a, b) for a, b in zip(ev["t_enqueued_s"], ev["t_start_s"], strict=True)]
+    working = clip(ev["t_start_s"], ev["t_end_s"].to_numpy(float))
+    waits = clip(ev["t_enqueued_s"], ev["t_start_s"].to_numpy(float))
     if not run.finished:  # submissions the judge holds now wait until this moment
         sub = tables.submissions
         held = sub[(sub["run_id"] == run.run_id) & (sub["verdict"] == "not evaluated")]
         held = held[held["job_id"].notna()]
-        waits += [clip(t, now - run.started_at) for t in held["t_s"]]
+        waits += clip(held["t_s"], now - run.started_at)
     idle_with_work = uncovered_s(waits, working)
     return {
         "run_id": run.run_id,
@@ -363,8 +377,9 @@ def _verdict_of(tables: Tables) -> dict[tuple[str, str, str], tuple[int, str]]:
     ev = tables.evaluations
     ev = ev[~ev["pseudo_agent"].to_numpy(bool)].sort_values("job_id")
     ev = ev.drop_duplicates(["run_id", "arm", "commit"], keep="last")
-    keys = zip(ev["run_id"], ev["arm"], ev["commit"], strict=True)
-    values = zip(ev["job_id"].astype(int), ev["verdict"], strict=True)
+    # Plain lists first: iterating Arrow-backed string columns value by value is slow.
+    keys = zip(ev["run_id"].tolist(), ev["arm"].tolist(), ev["commit"].tolist(), strict=True)
+    values = zip(ev["job_id"].astype(int).tolist(), ev["verdict"].tolist(), strict=True)
     return dict(zip(keys, values, strict=True))
 
 
