@@ -185,9 +185,10 @@ def work(
                             f"judge: job {job.id} hit a judge fault, re-queued: {evaluation.detail}"
                         )
                     continue
-                evaluation = charge_repeated_timeouts(
-                    evaluation, queue.requeue_reasons(job.id), job.attempts
-                )
+                if evaluation.reason == "timeout_answered":  # the queue's log is read only then
+                    evaluation = charge_repeated_timeouts(
+                        evaluation, queue.requeue_reasons(job.id), job.attempts
+                    )
                 if not queue.finish(job.id, evaluation):
                     if progress:  # its run ended meanwhile and withdrew it
                         progress(f"judge: job {job.id} was withdrawn; its result is dropped")

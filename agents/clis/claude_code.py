@@ -12,11 +12,17 @@ announced (``retry_delay_ms``) and the error status.
 
 **Record.** ``$HOME/.claude/projects/<cwd with / as ->/<session>.jsonl``: one line per content
 block, all repeating the usage of their API call under the same ``message.id`` and
-``requestId``, an early streaming line carrying a partial ``output_tokens``. One entry is kept
-per (message id, request id), the one with the largest usage, and a line without ``requestId``
-is keyed on its message id alone. Resumed sessions replay history under the same ids, so they
-count once. A sidechain (subagent) line that replays a main-chain message under a new request
-id is dropped; sidechain lines of their own count. ``input_tokens`` excludes the cache.
+``requestId``, each block's line the child (``parentUuid``) of the one before, an early
+streaming line carrying a partial ``output_tokens``. Lines that share (message id, request id)
+are one call where the format says so: the same line (``uuid``: a resumed session replays
+history under the same uuids and ids), a block line chained to another of that call, or the
+same input side of the usage (``input_tokens`` and both cache counts: the blocks of one call
+repeat it, a later turn's prompt differs). Otherwise they are different calls: a gateway or an
+Anthropic-compatible server can fix or reuse message ids, and may send no ``requestId``, so
+that a line without it is keyed on its message id alone. Each call keeps its largest line. A
+sidechain (subagent) line that replays a main-chain message (same message id, same usage input
+side) under a new request id is dropped; sidechain calls of their own count.
+``input_tokens`` excludes the cache.
 """
 
 from __future__ import annotations
@@ -49,6 +55,13 @@ class _ClaudeEntry:
     model: str | None
     usage: TokenUsage
     cost: float | None
+    uuid: str | None = None
+    parent: str | None = None
+
+    @property
+    def prompt(self) -> tuple[int, int, int]:
+        """The input side of the call's usage: what every block line of one call repeats."""
+        return (self.usage.input, self.usage.cache_read, self.usage.cache_write)
 
 
 def _claude_entries(paths: Iterable[Path]) -> Iterator[_ClaudeEntry]:
@@ -71,35 +84,82 @@ def _claude_entries(paths: Iterable[Path]) -> Iterator[_ClaudeEntry]:
                 model=model,
                 usage=messages_usage(usage),
                 cost=as_float(obj.get("costUSD")),
+                uuid=as_str(obj.get("uuid")),
+                parent=as_str(obj.get("parentUuid")),
             )
+
+
+def _calls(group: list[_ClaudeEntry]) -> list[list[_ClaudeEntry]]:
+    """Split lines that share (message id, request id) into the calls they are."""
+    root = list(range(len(group)))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    def union(i: int, j: int) -> None:
+        root[find(i)] = find(j)
+
+    by_uuid: dict[str, int] = {}
+    by_prompt: dict[tuple[int, int, int], int] = {}
+    for i, entry in enumerate(group):
+        if entry.uuid is not None:
+            union(i, by_uuid.setdefault(entry.uuid, i))
+        if any(entry.prompt):
+            # (An all-zero input side, from a server that does not count input, tells nothing.)
+            union(i, by_prompt.setdefault(entry.prompt, i))
+    for i, entry in enumerate(group):
+        # A block line whose parent is a line of the same id continues that call, even where
+        # a gateway's streaming snapshot reported another input count than the final line.
+        if entry.parent is not None and entry.parent in by_uuid:
+            union(i, by_uuid[entry.parent])
+    calls: dict[int, list[_ClaudeEntry]] = {}
+    for i, entry in enumerate(group):
+        calls.setdefault(find(i), []).append(entry)
+    return list(calls.values())
+
+
+def _largest(lines: list[_ClaudeEntry]) -> _ClaudeEntry:
+    # The last content-block line of a streamed reply carries the final output count; a tie
+    # keeps the later line.
+    best = lines[0]
+    for entry in lines[1:]:
+        if entry.usage.total() >= best.usage.total():
+            best = entry
+    return best
 
 
 def read_claude_code(paths: list[Path]) -> UsageByModel:
     """Claude Code transcripts' usage (the rules are in the module's docstring)."""
-    kept: dict[tuple[str, str | None], _ClaudeEntry] = {}
-    anonymous: list[_ClaudeEntry] = []
+    groups: dict[tuple[str, str | None], list[_ClaudeEntry]] = {}
+    anonymous: dict[str, list[_ClaudeEntry]] = {}
+    chosen: list[_ClaudeEntry] = []
     for entry in _claude_entries(paths):
         if entry.message_id is None:
-            # Nothing to match it against: every such line is its own call.
-            anonymous.append(entry)
+            # Nothing to match it against but its own uuid (a replay of the same line).
+            if entry.uuid is None:
+                chosen.append(entry)
+            else:
+                anonymous.setdefault(entry.uuid, []).append(entry)
             continue
-        key = (entry.message_id, entry.request_id)
-        old = kept.get(key)
-        # The last content-block line of a streamed reply carries the final output count.
-        if old is None or entry.usage.total() >= old.usage.total():
-            kept[key] = entry
+        groups.setdefault((entry.message_id, entry.request_id), []).append(entry)
+    chosen.extend(_largest(lines) for lines in anonymous.values())
 
-    by_message: dict[str, list[_ClaudeEntry]] = {}
-    for entry in kept.values():
-        by_message.setdefault(entry.message_id or "", []).append(entry)
-    chosen: list[_ClaudeEntry] = list(anonymous)
-    for group in by_message.values():
-        main_chain = [e for e in group if not e.sidechain]
+    # The same reply (message id and usage input side) under several request ids.
+    copies: dict[tuple[str | None, tuple[int, int, int]], list[_ClaudeEntry]] = {}
+    for group in groups.values():
+        for lines in _calls(group):
+            call = _largest(lines)
+            copies.setdefault((call.message_id, call.prompt), []).append(call)
+    for same in copies.values():
+        main_chain = [e for e in same if not e.sidechain]
         if main_chain:
             # A sidechain copy of a main-chain reply is a replay of it under a new request id.
             chosen.extend(main_chain)
         else:
-            chosen.append(max(group, key=lambda e: e.usage.total()))
+            chosen.append(_largest(same))
 
     result = UsageByModel()
     for entry in chosen:

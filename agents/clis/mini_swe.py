@@ -31,9 +31,14 @@ prompt), ``MSWEA_COST_TRACKING=ignore_errors`` (a model missing from LiteLLM's c
 **Records.** Each start writes its own trajectory,
 ``$HOME/.config/mini-swe-agent/trajectories/<UTC time>.traj.json`` (saved after every step),
 read by :meth:`MiniSweClient.read_records`: each model call keeps its own usage in its message
-(the raw response under ``extra.response``, or the message itself for Responses-API models);
-the calls are summed, each response id once. LiteLLM's ``prompt_tokens`` includes cache reads
-and writes, so both are subtracted; the tool's own cost is ``info.model_stats.instance_cost``.
+(the raw response under ``extra.response``, or the message itself for Responses-API models), a
+call whose reply failed to parse included: its format-error message (role ``user``,
+``extra.interrupt_type`` ``FormatError``) carries that call's ``extra.response`` and cost. Every
+message is one call and every call is summed: the trajectory is rewritten whole at each step and
+a restart writes a new file, so nothing in it is a copy, and a response id is no call's identity
+(OpenAI-compatible servers and gateways reuse, fix or blank ids). LiteLLM's ``prompt_tokens``
+includes cache reads and writes, so both are subtracted; the tool's own cost is
+``info.model_stats.instance_cost``.
 
 **Early exit.** mini-swe-agent has no session resume: a restart is a fresh session whose task
 is the seat's prompt followed by the keep-going message (``resumes_session`` is False; the
@@ -275,34 +280,26 @@ class MiniSweClient(Client):
 
 def _mini_swe_calls(
     messages: list[Any],
-) -> Iterator[tuple[str | None, str | None, dict[str, Any], float | None]]:
+) -> Iterator[tuple[str | None, dict[str, Any], float | None]]:
+    """Each model call's (model, usage, cost): one per message that carries a usage."""
     for message in messages:
         if not isinstance(message, dict):
             continue
         extra = as_dict(message.get("extra"))
+        # A string here is mini-swe-agent's repr() fallback for a response it could not dump.
         response = as_dict(extra.get("response"))
         if isinstance(response.get("usage"), dict):
-            # Chat Completions models, and any model's call that ended in a format error.
-            yield (
-                as_str(response.get("id")),
-                as_str(response.get("model")),
-                response["usage"],
-                as_float(extra.get("cost")),
-            )
+            # Chat Completions models, and any model's call that ended in a format error (its
+            # message is the user's, the reply that failed to parse is under extra.response).
+            yield as_str(response.get("model")), response["usage"], as_float(extra.get("cost"))
         elif isinstance(message.get("usage"), dict):
             # Responses-API models store the response itself as the message.
-            yield (
-                as_str(message.get("id")),
-                as_str(message.get("model")),
-                message["usage"],
-                as_float(extra.get("cost")),
-            )
+            yield as_str(message.get("model")), message["usage"], as_float(extra.get("cost"))
 
 
 def read_mini_swe(paths: list[Path]) -> UsageByModel:
     """mini-swe-agent trajectories' usage (the rules are in the module's docstring)."""
     result = UsageByModel()
-    seen_ids: set[str] = set()
     for path in paths:
         records = json_records(read_text(path))
         document = records[0] if len(records) == 1 else None
@@ -315,11 +312,8 @@ def read_mini_swe(paths: list[Path]) -> UsageByModel:
             continue
         configured = as_str(as_dict(as_dict(info.get("config")).get("model")).get("model_name"))
         file_result = UsageByModel()
-        for response_id, model, usage, cost in _mini_swe_calls(messages):
-            if response_id is not None:
-                if response_id in seen_ids:
-                    continue
-                seen_ids.add(response_id)
+        # No de-duplication by response id: every message is a call of its own (see above).
+        for model, usage, cost in _mini_swe_calls(messages):
             call = api_usage(usage)
             call.cost_estimate = cost
             file_result.add(model or configured, call)

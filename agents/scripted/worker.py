@@ -315,17 +315,17 @@ class Worker(Submitter):
         for author, number, commit in self.git.submitted(self.submissions):
             if author == self.agent or commit in judged:
                 continue
-            if missing & set(self.git.moves_in(commit, git_dir=self.submissions)):
-                pending.append((author, number, commit))
+            holds = sorted(missing & set(self.git.moves_in(commit, git_dir=self.submissions)))
+            if holds:
+                pending.append((author, number, commit, holds))
         if not pending:
             return []
         if self.state.waiting_since is None:
             self.state.waiting_since = time.time()
-        for author, number, commit in pending:
+        for author, number, commit, holds in pending:
             key = f"{author}/{number}"
             if key not in self.state.waits_posted:
                 self.state.waits_posted.append(key)
-                holds = sorted(missing & set(self.git.moves_in(commit, git_dir=self.submissions)))
                 self.tools.post(
                     "note",
                     f"waiting for {author}'s submission {number} ({short(commit)}): it holds "
@@ -334,7 +334,7 @@ class Worker(Submitter):
                     {"waiting_for": commit, "author": author, "submission": number},
                 )
                 self.notes.log(f"waiting for {author}'s submission {number} ({', '.join(holds)})")
-        return pending
+        return [(author, number, commit) for author, number, commit, _ in pending]
 
     # -- doing --
 

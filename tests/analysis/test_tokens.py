@@ -29,6 +29,7 @@ from analysis.tokens import (
 FIXTURES = Path(__file__).parent / "fixtures" / "tokens"
 CLAUDE = FIXTURES / "claude_code_session.jsonl"
 CLAUDE_PROJECT = FIXTURES / "claude_code_project"
+CLAUDE_REUSED = FIXTURES / "claude_code_reused_ids.jsonl"
 ROLLOUT = FIXTURES / "rollout-2025-10-02T10-00-00-0199a3c2-7f41-7b10-9c55-3d2e1f0a9b8c.jsonl"
 CODEX_SESSIONS = FIXTURES / "codex_sessions"
 CODEX_EXEC = FIXTURES / "codex_exec_stdout.jsonl"
@@ -36,6 +37,8 @@ GEMINI = FIXTURES / "gemini_session-2025-10-02T10-00-3e9f1c2a.jsonl"
 GEMINI_CHATS = FIXTURES / "gemini_chats"
 MINI = FIXTURES / "mini_swe_task.traj.json"
 MINI_RESPONSES = FIXTURES / "mini_swe_responses.traj.json"
+MINI_REUSED = FIXTURES / "mini_swe_reused_ids.traj.json"
+MINI_RESPONSES_FORMAT_ERROR = FIXTURES / "mini_swe_responses_format_error.traj.json"
 REPO = Path(__file__).resolve().parents[2]
 
 COUNTS = ("input", "cache_read", "cache_write", "output", "reasoning", "requests")
@@ -148,6 +151,36 @@ def test_claude_code_torn_last_line_is_skipped(tmp_path: Path) -> None:
     assert _counts(summarise(torn, "claude_code")) == _counts(summarise(CLAUDE))
 
 
+def test_claude_code_a_message_id_reused_across_turns_is_several_calls() -> None:
+    rows = [r for r in _lines(CLAUDE_REUSED) if "usage" in r.get("message", {})]
+    # The trap: a gateway fixed every message id and sent no request id, so (message id,
+    # request id) names one call for the whole session (the old reading counted 1 call).
+    assert {(r["message"]["id"], r.get("requestId")) for r in rows} == {("msg_gateway", None)}
+    # 8 lines, 6 uuids (a1 a2 b1 s1 c1 c2): a resumed session replayed a2 and b1.
+    assert (len(rows), len({r["uuid"] for r in rows})) == (8, 6)
+
+    report = summarise(CLAUDE_REUSED)
+
+    # By hand, one line per call: A's final line a2 (its snapshot a1 is its parent, with an
+    # all-zero input side), B's b1, the subagent's s1, C's c2 (c1 repeats its usage); the
+    # replayed a2 and b1 keep their uuids and count once.
+    assert _counts(report) == {
+        "input": 12 + 5 + 9 + 4,
+        "cache_read": 0 + 2400 + 0 + 2710,
+        "cache_write": 2400 + 310 + 1500 + 150,
+        "output": 180 + 95 + 70 + 42,
+        "reasoning": 0,
+        "requests": 4,
+    }
+
+
+def test_claude_code_reused_ids_read_the_same_in_any_line_order(tmp_path: Path) -> None:
+    reversed_file = tmp_path / "session.jsonl"
+    reversed_file.write_text("".join(reversed(CLAUDE_REUSED.read_text().splitlines(True))))
+
+    assert _counts(summarise(reversed_file)) == _counts(summarise(CLAUDE_REUSED))
+
+
 # -- Codex CLI -------------------------------------------------------------------------------
 
 
@@ -249,6 +282,30 @@ def test_codex_exec_stdout_adds_a_new_thread_whose_total_restarts(tmp_path: Path
     assert (report["input"], report["cache_read"], report["output"]) == (1200 + 700, 800, 130)
 
 
+def test_codex_calls_with_equal_usage_count_each(tmp_path: Path) -> None:
+    # Codex keys calls on the moving cumulative total, never on a response id or a usage:
+    # two calls that each used the same tokens are two calls.
+    def token_count(at: str, total: int) -> dict[str, Any]:
+        vector = {"input_tokens": 1000, "cached_input_tokens": 0, "output_tokens": 50}
+        totals = {k: v * total for k, v in vector.items()}
+        info = {"total_token_usage": totals, "last_token_usage": vector}
+        payload = {"type": "token_count", "info": info}
+        return {"timestamp": at, "type": "event_msg", "payload": payload}
+
+    rows = [
+        {"timestamp": "t0", "type": "turn_context", "payload": {"model": "gpt-5.5"}},
+        token_count("t1", 1),
+        token_count("t2", 2),
+        token_count("t3", 2),  # a re-emit: the total did not move
+    ]
+    rollout = tmp_path / "rollout-2026-11-20T09-00-00-x.jsonl"
+    rollout.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    report = summarise(rollout)
+
+    assert (report["input"], report["output"], report["requests"]) == (2000, 100, 2)
+
+
 # -- Gemini CLI ------------------------------------------------------------------------------
 
 
@@ -310,6 +367,24 @@ def test_gemini_resumed_legacy_json_copied_into_jsonl_counts_once() -> None:
     assert (report["input"], report["cache_read"], report["output"]) == (900 + 1225, 8900, 236 + 40)
 
 
+def test_gemini_distinct_message_ids_with_equal_tokens_count_each(tmp_path: Path) -> None:
+    # The Gemini CLI names each message with its own randomUUID (chatRecordingService
+    # newMessage), so only a repeated id is a copy; equal tokens under two ids are two calls.
+    tokens = {"input": 700, "output": 30, "cached": 0, "thoughts": 10, "tool": 0, "total": 740}
+    rows = [
+        {"sessionId": "s", "projectHash": "p", "startTime": "t0"},
+        {"id": "uuid-1", "type": "gemini", "model": "gemini-2.5-pro", "tokens": tokens},
+        {"id": "uuid-2", "type": "gemini", "model": "gemini-2.5-pro", "tokens": tokens},
+        {"id": "uuid-2", "type": "gemini", "model": "gemini-2.5-pro", "tokens": tokens},
+    ]
+    session = tmp_path / "session-2026-11-20T09-00-abcd.jsonl"
+    session.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    report = summarise(session)
+
+    assert (report["input"], report["output"], report["requests"]) == (1400, 80, 2)
+
+
 # -- mini-swe-agent --------------------------------------------------------------------------
 
 
@@ -350,6 +425,50 @@ def test_mini_swe_responses_api_messages_carry_their_own_usage() -> None:
     assert report["cost_estimate"] == pytest.approx(0.00312)
 
 
+def test_mini_swe_a_response_id_reused_across_turns_is_several_calls() -> None:
+    messages = json.loads(MINI_REUSED.read_text())["messages"]
+    responses = [m["extra"]["response"] for m in messages if "response" in m.get("extra", {})]
+    # The trap: an OpenAI-compatible server that answers every call with one id (the old
+    # reading counted each id once: 1 call, 90 output tokens).
+    assert {r["id"] for r in responses} == {"chatcmpl-local"}
+    assert len(responses) == 3
+
+    report = summarise(MINI_REUSED)
+
+    # By hand, each call's prompt_tokens less cached_tokens: 1200-0, 1500-1024, 1650-1408;
+    # the second call is the format-error turn (a user message carrying the reply's usage).
+    assert _counts(report) == {
+        "input": 1200 + 476 + 242,
+        "cache_read": 1024 + 1408,
+        "cache_write": 0,
+        "output": 90 + 40 + 70,
+        "reasoning": 30,
+        "requests": 3,
+    }
+    assert report["model"] == "qwen3-coder-30b"
+    assert report["cost_estimate"] == 0.0  # a local model: LiteLLM knows no price
+
+
+def test_mini_swe_responses_api_format_error_turn_carries_its_call_usage() -> None:
+    messages = json.loads(MINI_RESPONSES_FORMAT_ERROR.read_text())["messages"]
+    (error,) = [m for m in messages if m.get("extra", {}).get("interrupt_type") == "FormatError"]
+    assert error["role"] == "user" and "usage" not in error  # the trap: not an assistant message
+    assert error["extra"]["response"]["usage"]["output_tokens"] == 150
+
+    report = summarise(MINI_RESPONSES_FORMAT_ERROR)
+
+    # By hand, input_tokens less cached_tokens: 2000-0, 2300-1920 (the format error), 2500-2176.
+    assert _counts(report) == {
+        "input": 2000 + 380 + 324,
+        "cache_read": 1920 + 2176,
+        "cache_write": 0,
+        "output": 300 + 150 + 210,
+        "reasoning": 200 + 96 + 128,
+        "requests": 3,
+    }
+    assert report["cost_estimate"] == pytest.approx(0.0042)
+
+
 # -- detection, API and command line ---------------------------------------------------------
 
 
@@ -358,6 +477,7 @@ def test_mini_swe_responses_api_messages_carry_their_own_usage() -> None:
     [
         (CLAUDE, "claude_code"),
         (CLAUDE_PROJECT, "claude_code"),
+        (CLAUDE_REUSED, "claude_code"),
         (ROLLOUT, "codex"),
         (CODEX_SESSIONS, "codex"),
         (CODEX_EXEC, "codex"),
@@ -365,6 +485,8 @@ def test_mini_swe_responses_api_messages_carry_their_own_usage() -> None:
         (GEMINI_CHATS, "gemini"),
         (MINI, "mini_swe"),
         (MINI_RESPONSES, "mini_swe"),
+        (MINI_REUSED, "mini_swe"),
+        (MINI_RESPONSES_FORMAT_ERROR, "mini_swe"),
     ],
 )
 def test_detect_format(path: Path, expected: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from judge.queue import JudgeQueue
+from judge.sandbox import TimeoutAnswered, answered_retry
 from judge.service import charge_repeated_timeouts
 from judge.verdict import Evaluation, Verdict
 
@@ -72,3 +73,12 @@ def test_a_job_requeued_by_an_older_queue_reads_as_an_unknown_reason(tmp_path):
     assert queue.requeue_reasons(job_id) == [""]
     got = charge_repeated_timeouts(_error("timeout_answered", job_id), [""], 2)
     assert got.verdict is Verdict.ERROR
+
+
+def test_noise_in_the_baseline_now_is_not_a_slower_machine():
+    # Seen on the stub: a first limit of 3.50 s and a retry limit of 3.51 s (6x the baseline's
+    # 0.085 s now + 3 s): not a slower machine, the candidate's own first try.
+    assert isinstance(answered_retry("d", 3.50, 3.51), TimeoutAnswered)
+    assert isinstance(answered_retry("d", 3.50, 1.5 * 3.50), TimeoutAnswered)
+    slow = answered_retry("d", 3.50, 1.5 * 3.50 + 0.01)
+    assert not isinstance(slow, TimeoutAnswered) and "machine too slow" in str(slow)
