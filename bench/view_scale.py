@@ -4,11 +4,14 @@ updates under 200 ms, for the 1,000,000-event run of ``bench/analysis_scale.py``
     .venv/bin/python bench/view_scale.py [--events 1000000] [--keep DIR]
 
 Writes the synthetic run of ``bench/analysis_scale.py`` (or reuses ``--keep DIR`` when it holds
-one), then times, from that directory alone: the view's first build (the tables and every
-section), each endpoint's answer (size and time, from the build's cache), the page in headless
-Chromium when one is installed (first paint, every section drawn), and an update: one
-evaluation appended through a WAL connection, then the poll that sees it (a rebuild) and the
-sections fetched again. Seconds are from this one run; the machine's load is printed with them.
+one), then times, from that directory alone: the view's first build (the first read of every row,
+the tables assembled, every section), each endpoint's answer (size and time, from the build's
+cache), the page in headless Chromium when one is installed (first paint, every section drawn),
+and updates: each time one evaluation (and its submission) appended through a WAL connection,
+then the page's poll (``/api/changes``: the read of the new rows, which it carries), and the
+background rebuild of the sections that follows (the arms table, formulas, lineage over every
+row: throttled, no request waits for it). Seconds are from this one run; the machine's load is
+printed with them.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from analysis_scale import write_run
 
 from analysis.tables import is_run_dir
 from analysis.view.data import SECTIONS
-from analysis.view.server import ViewState, bind
+from analysis.view.server import MIN_REBUILD_S, REBUILD_FACTOR, ViewState, bind
 from sqlitewal import connect_wal
 
 
@@ -59,6 +62,30 @@ def _append(run_dir: Path) -> None:
             " '{\"total\": 9.0}', '{}', 1, ?, ?, ?, 0.0)",
             (job, cur.lastrowid, f"{job:040x}", at, at, at + 9),
         )
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=600) as res:
+        return json.loads(res.read())
+
+
+def _update(run_dir: Path, base: str, state: ViewState) -> dict[str, float]:
+    """One evaluation appended; the poll that brings it; the rebuild of the sections after."""
+    held = state.seq
+    while state.snapshot is None or state.snapshot.seq != held:  # the last rebuild done
+        time.sleep(0.05)
+    _append(run_dir)
+    began = time.perf_counter()
+    got = _get(f"{base}/api/changes?since={held}")
+    poll_s = time.perf_counter() - began
+    if not got["rows"] or not got["rows"]["evaluations"]:
+        raise RuntimeError(f"the poll did not carry the new evaluation: {got}")
+    state.min_rebuild_s = state.rebuild_factor = 0.0  # the rebuild itself, not the throttle
+    while _get(f"{base}/api/changes?since={got['seq']}")["sections_seq"] != got["seq"]:
+        time.sleep(0.05)
+    rebuilt_s = time.perf_counter() - began
+    state.min_rebuild_s, state.rebuild_factor = MIN_REBUILD_S, REBUILD_FACTOR
+    return {"poll_s": round(poll_s, 4), "sections_rebuilt_s": round(rebuilt_s, 3)}
 
 
 def _browser(base: str) -> dict[str, float] | None:
@@ -102,6 +129,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--keep", type=Path, help="write the run here and leave it")
+    parser.add_argument("--updates", type=int, default=5, help="evaluations appended, one by one")
     args = parser.parse_args()
     run_dir = args.keep or Path(tempfile.mkdtemp(prefix="swarmlab-view-bench-"))
     out: dict = {"events": args.events, "load_before": os.getloadavg()}
@@ -110,8 +138,10 @@ def main() -> int:
         began = time.perf_counter()
         out["rows"] = write_run(run_dir, args.events)
         out["write_s"] = time.perf_counter() - began
-    state = ViewState(run_dir)
+    state = ViewState(run_dir, background=True)
     began = time.perf_counter()
+    state.read()
+    out["first_read_s"] = time.perf_counter() - began
     state.current()
     out["first_build_s"] = time.perf_counter() - began
     server, _ = bind(state, "127.0.0.1", 0)
@@ -124,13 +154,10 @@ def main() -> int:
             out["endpoints"][name] = {"s": round(seconds, 4), "bytes": size}
         out["page_html"] = dict(zip(("s", "bytes"), _fetch(base + "/"), strict=True))
         out["browser"] = _browser(base)
-        _append(run_dir)
-        state.min_rebuild_s = state.rebuild_factor = 0.0  # the update itself, not the throttle
-        began = time.perf_counter()
-        _fetch(f"{base}/api/version")
-        out["update_poll_s"] = time.perf_counter() - began
-        out["update_sections_s"] = sum(_fetch(f"{base}/api/{n}")[0] for n in SECTIONS)
-        out["update_total_s"] = out["update_poll_s"] + out["update_sections_s"]
+        out["updates"] = [_update(run_dir, base, state) for _ in range(args.updates)]
+        polls = sorted(u["poll_s"] for u in out["updates"])
+        out["update_poll_median_s"] = polls[len(polls) // 2]
+        out["update_poll_max_s"] = polls[-1]
     finally:
         server.shutdown()
         server.server_close()

@@ -33,7 +33,17 @@ from runrecord import (
     submission_parents,
 )
 
-__all__ = ["SECTIONS", "board_search", "build_sections", "evaluation_detail", "plain", "records"]
+__all__ = [
+    "SECTIONS",
+    "board_rows",
+    "board_search",
+    "build_sections",
+    "change_rows",
+    "evaluation_detail",
+    "plain",
+    "records",
+    "submission_rows",
+]
 
 SECTIONS = ("run", "race", "judge", "board", "submissions", "lineage", "cost")
 
@@ -372,9 +382,14 @@ def timeline_columns(ev: pd.DataFrame, run: RunInfo) -> dict[str, Any]:
     return {"run_id": run.run_id, "t_max": t_max, "columns": TIMELINE_COLUMNS, "lanes": lanes}
 
 
-def _verdict_of(tables: Tables) -> dict[tuple[str, str, str], tuple[int, str]]:
-    """(run_id, arm, commit) -> the latest agents' evaluation of it: (job_id, verdict)."""
-    ev = tables.evaluations
+def _verdict_of(
+    evaluations: pd.DataFrame, prefixes: set[str] | None = None
+) -> dict[tuple[str, str, str], tuple[int, str]]:
+    """(run_id, arm, commit) -> the latest agents' evaluation of it: (job_id, verdict); only
+    of commits starting with one of ``prefixes`` (7 hex digits) when given."""
+    ev = evaluations
+    if prefixes is not None:
+        ev = ev[ev["commit"].astype(str).str[:7].isin(list(prefixes)).to_numpy(bool)]
     ev = ev[~ev["pseudo_agent"].to_numpy(bool)].sort_values("job_id")
     ev = ev.drop_duplicates(["run_id", "arm", "commit"], keep="last")
     # Plain lists first: iterating Arrow-backed string columns value by value is slow.
@@ -390,11 +405,21 @@ def _latest(df: pd.DataFrame) -> pd.DataFrame:
 
 def _board(tables: Tables, messages: pd.DataFrame | None = None) -> dict[str, Any]:
     picked = tables.messages if messages is None else messages
+    rows = board_rows(_latest(picked), tables.evaluations)
+    return {"messages": rows, "total": len(tables.messages), "matches": len(picked)}
+
+
+def board_rows(messages: pd.DataFrame, evaluations: pd.DataFrame) -> list[dict[str, Any]]:
+    """The board's rows of ``messages``, each with the verdict of the commit it refers to and
+    of the commits its text names (the latest agents' evaluation of each, in ``evaluations``)."""
     rows = records(
-        _latest(picked),
+        messages,
         ["run_id", "arm", "message_id", "author", "role", "kind", "t_s", "text", "ref_commit"],
     )
-    verdicts = _verdict_of(tables)
+    # Only the commits these messages could name: a few messages need not scan every verdict.
+    wanted = {str(r["ref_commit"])[:7] for r in rows if r["ref_commit"]}
+    wanted |= {w[:7] for r in rows for w in _HEX.findall(r["text"] or "")}
+    verdicts = _verdict_of(evaluations, wanted if len(rows) < MAX_ROWS else None)
     # Commits a message names in its text (7+ hex digits, as agents abbreviate them).
     prefixes: dict[tuple[str, str, str], str] = {}
     for run_id, arm, commit in verdicts:
@@ -409,7 +434,7 @@ def _board(tables: Tables, messages: pd.DataFrame | None = None) -> dict[str, An
                 job, verdict = verdicts[(row["run_id"], row["arm"], commit)]
                 mentions.append({"commit": commit, "job": int(job), "verdict": verdict})
         row["mentions"] = mentions
-    return {"messages": rows, "total": len(tables.messages), "matches": len(picked)}
+    return rows
 
 
 def board_search(tables: Tables, query: str, arm: str = "", run_id: str = "") -> dict[str, Any]:
@@ -433,11 +458,19 @@ def board_search(tables: Tables, query: str, arm: str = "", run_id: str = "") ->
 
 
 def _submissions(tables: Tables) -> dict[str, Any]:
-    sub = _latest(tables.submissions)
-    judged = tables.evaluations[["run_id", "job_id", "duration_s", "queue_wait_s", "detail"]]
-    judged = judged.assign(duplicate_of=tables.evaluations["duplicate_of"])
+    rows = submission_rows(_latest(tables.submissions), tables.evaluations)
+    return {"rows": rows, "total": len(tables.submissions)}
+
+
+def submission_rows(submissions: pd.DataFrame, evaluations: pd.DataFrame) -> list[dict[str, Any]]:
+    """The table's rows of ``submissions``, each with its evaluation's durations and detail."""
+    sub = submissions
+    ev = evaluations
+    if len(sub) < MAX_ROWS:  # a few new rows: only their evaluations
+        ev = ev[ev["job_id"].isin(sub["job_id"].dropna().astype(int).tolist()).to_numpy(bool)]
+    judged = ev[["run_id", "job_id", "duration_s", "queue_wait_s", "detail", "duplicate_of"]]
     sub = sub.merge(judged, on=["run_id", "job_id"], how="left", sort=False)
-    rows = records(
+    return records(
         sub,
         [
             "run_id", "arm", "agent", "role", "submission_id", "commit", "message", "t_s",
@@ -445,7 +478,19 @@ def _submissions(tables: Tables) -> dict[str, Any]:
             "queue_wait_s", "detail", "duplicate_of",
         ],
     )  # fmt: skip
-    return {"rows": rows, "total": len(tables.submissions)}
+
+
+def change_rows(rows: dict[str, pd.DataFrame | None], evaluations: pd.DataFrame) -> dict:
+    """What the page adds to the sections it holds after a read that found new rows (the
+    output of ``analysis.view.live.LiveTables.read``; ``evaluations``: all of them, as read):
+    the judge's new evaluations, the submissions added or completed, the board's new messages,
+    each row as the sections' own rows are made."""
+    ev, sub, msg = rows.get("evaluations"), rows.get("submissions"), rows.get("messages")
+    return {
+        "evaluations": [] if ev is None else records(ev, _EVAL_COLUMNS),
+        "submissions": [] if sub is None else submission_rows(sub, evaluations),
+        "messages": [] if msg is None else board_rows(msg, evaluations),
+    }
 
 
 def _lineage(tables: Tables) -> dict[str, Any]:

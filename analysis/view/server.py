@@ -9,12 +9,14 @@ one, so a run being written shows what is committed, never an error page).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,14 +24,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from analysis.tables import Tables, build_tables, is_run_dir, sweep_jobs
+import pandas as pd
+
+from analysis.tables import Tables, is_run_dir, sweep_jobs
 from analysis.view.data import (
     SECTIONS,
     _time_left,
     board_search,
     build_sections,
+    change_rows,
     evaluation_detail,
 )
+from analysis.view.live import LiveTables
 from analysis.view.page import render
 
 __all__ = ["PORT_TRIES", "Snapshot", "ViewState", "bind", "make_handler"]
@@ -49,6 +55,8 @@ class Snapshot:
     sections: dict[str, dict[str, Any]]
     # Sections without a clock-dependent value, encoded once per build.
     encoded: dict[str, bytes] = field(default_factory=dict)
+    #: The read (``ViewState.seq``) the sections were built from.
+    seq: int = 0
 
 
 #: A rebuild starts at most this often (seconds) ...
@@ -56,23 +64,43 @@ MIN_REBUILD_S = 1.0
 #: ... and at most once per this many times the last build's duration, so a watched run that
 #: writes all the time costs the machine (and the judge beside it) a bounded share of one core.
 REBUILD_FACTOR = 4.0
+#: Reads whose new rows are kept for a page that asks what changed since (``/api/changes``);
+#: a page further behind loads every section again.
+KEPT_CHANGES = 200
 
 
 @dataclass
 class ViewState:
-    """What the request threads share: the run or sweep folder and its last build.
+    """What the request threads share: the run or sweep folder, its tables kept between reads
+    (``analysis.view.live``), the rows each read added, and the last build of the sections.
 
-    ``min_rebuild_s`` and ``rebuild_factor`` bound how often the tables are rebuilt while the
-    files keep changing (tests set both to 0: every change is read at once).
+    A read (cheap: only the rows the logs gained) happens whenever the files moved; the new
+    rows go to the pages at once (``/api/changes``). Rebuilding the sections (the arms table,
+    the formulas, the lineage: over every row) is bounded by ``min_rebuild_s`` and
+    ``rebuild_factor`` and, with ``background``, runs in a thread of its own so that no request
+    waits for it (tests set both bounds to 0 and no background: every change is built at once).
     """
 
     path: Path
     min_rebuild_s: float = MIN_REBUILD_S
     rebuild_factor: float = REBUILD_FACTOR
+    background: bool = False
     snapshot: Snapshot | None = None
     error: str | None = None
+    #: Reads that found something; the rows of the latest ``KEPT_CHANGES`` of them.
+    seq: int = 0
+    changes: deque = field(default_factory=lambda: deque(maxlen=KEPT_CHANGES))
+    #: The last read that read everything again (a page behind it loads every section).
+    reset_seq: int = 0
+    live: LiveTables | None = None
+    _files: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _read_lock: threading.Lock = field(default_factory=threading.Lock)
+    _building: threading.Thread | None = None
     _last_start: float = -math.inf
+
+    def __post_init__(self) -> None:
+        self.live = LiveTables(self.path)
 
     def run_dirs(self) -> list[Path]:
         """The run folders whose files make the version (a sweep's jobs, listed anew)."""
@@ -98,6 +126,52 @@ class ViewState:
                     parts.append(f"{run.name}/{name}:{st.st_size}:{st.st_mtime_ns}")
         return "|".join(parts)
 
+    def read(self) -> int:
+        """Read what the logs gained when their files moved; returns the read's number.
+
+        Raises:
+            Exception: The read failed (a half-written or broken log): ``error`` says why and
+                what was read before stays.
+        """
+        with self._read_lock:
+            files = self.version()
+            if files == self._files:
+                return self.seq
+            assert self.live is not None
+            changes = self.live.read()
+            self._files = files
+            if changes:
+                self.seq += 1
+                if changes.full or changes.meta:
+                    self.reset_seq = self.seq
+                    self.changes.clear()
+                else:
+                    rows = change_rows(changes.rows, self._evaluations())
+                    self.changes.append((self.seq, rows))
+            return self.seq
+
+    def _evaluations(self) -> pd.DataFrame:
+        assert self.live is not None
+        frames = [r.last.rows["evaluations"] for r in self.live.runs.values() if r.last]
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+    def changes_since(self, since: int) -> dict[str, Any] | None:
+        """The rows the reads after ``since`` added, merged; None when the page must load
+        every section again (a full read since, or changes no longer kept)."""
+        with self._read_lock:
+            kept = list(self.changes)
+            seq, reset = self.seq, self.reset_seq
+        if since >= seq:
+            return {"evaluations": [], "submissions": [], "messages": []}
+        if since < reset or not kept or kept[0][0] > since + 1:
+            return None
+        out: dict[str, list] = {"evaluations": [], "submissions": [], "messages": []}
+        for at, rows in kept:
+            if at > since:
+                for name, values in rows.items():
+                    out[name].extend(values)
+        return out
+
     def _due(self, snap: Snapshot | None) -> bool:
         if snap is None:
             return True
@@ -105,23 +179,51 @@ class ViewState:
         return time.monotonic() - self._last_start >= wait
 
     def current(self) -> Snapshot:
-        """The sections for the files as they are now: rebuilt when the version moved and the
-        last build is old enough (else the last build, which the page shows until the next).
+        """The sections for the files as last read: the files read again when they moved, the
+        sections rebuilt when a read found something and the last build is old enough (else
+        the last build, which the page shows until the next; with ``background`` the rebuild
+        runs in its own thread and this returns at once).
 
         Raises:
             RuntimeError: The first build failed (later failures keep the last good build).
         """
+        try:
+            self.read()
+        except Exception as exc:  # a half-written log: keep what was read last
+            self.error = f"{type(exc).__name__}: {exc}"
+            if self.snapshot is None:
+                raise RuntimeError(self.error) from exc
+            return self.snapshot
         snap = self.snapshot
-        if snap is not None and (snap.version == self.version() or not self._due(snap)):
+        if snap is not None and (snap.seq == self.seq or not self._due(snap)):
             return snap
-        with self._lock:
+        if snap is not None and self.background:
+            with self._lock:
+                if self._building is None or not self._building.is_alive():
+                    self._last_start = time.monotonic()
+                    self._building = threading.Thread(target=self._build_quietly, daemon=True)
+                    self._building.start()
+            return snap
+        return self._build()
+
+    def _build_quietly(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            self._build(started=True)
+
+    def _build(self, started: bool = False) -> Snapshot:
+        with self._lock if not started else contextlib.nullcontext():
             snap = self.snapshot
-            version = self.version()
-            if snap is not None and (snap.version == version or not self._due(snap)):
+            seq, files = self.seq, self._files or ""
+            if snap is not None and snap.seq == seq:
                 return snap
-            self._last_start = time.monotonic()
+            if not started:
+                self._last_start = time.monotonic()
+            began = time.monotonic()
             try:
-                tables = build_tables(self.path)
+                assert self.live is not None
+                # Outside the read lock, so the pages' reads go on meanwhile: the tables may
+                # hold rows of a read after ``seq`` too (the page drops rows it holds).
+                tables = self.live.assemble()
                 now = time.time()
                 sections = build_sections(tables, now)
             except Exception as exc:  # a half-written log: keep what was read last
@@ -130,13 +232,13 @@ class ViewState:
                     raise RuntimeError(self.error) from exc
                 return snap
             encoded = {
-                name: _encode({"version": version, "data": data})
+                name: _encode({"version": files, "seq": seq, "data": data})
                 for name, data in sections.items()
                 if name not in CLOCKED
             }
             self.error = None
-            build_s = time.monotonic() - self._last_start
-            self.snapshot = Snapshot(version, now, build_s, tables, sections, encoded)
+            build_s = time.monotonic() - began
+            self.snapshot = Snapshot(files, now, build_s, tables, sections, encoded, seq)
             return self.snapshot
 
 
@@ -228,6 +330,29 @@ def make_handler(state: ViewState, host: str, port: int) -> type[BaseHTTPRequest
                             "error": state.error,
                         },
                     )
+                elif route == "/api/changes":
+                    # The page's poll: the rows the reads after the one it holds added (cheap:
+                    # only new rows are read), and which read the sections were built from
+                    # (a rebuild, throttled, in the background, when something changed).
+                    try:
+                        since = int(parse_qs(url.query).get("since", ["0"])[0])
+                    except ValueError:
+                        self._json(HTTPStatus.BAD_REQUEST, {"error": "since must be a number"})
+                        return
+                    snap = state.current()
+                    rows = state.changes_since(since)
+                    self._json(
+                        HTTPStatus.OK,
+                        {
+                            "seq": state.seq,
+                            "sections_seq": snap.seq,
+                            "reset": rows is None,
+                            "rows": rows,
+                            "files": state.version(),
+                            "build_s": snap.build_s,
+                            "error": state.error,
+                        },
+                    )
                 elif route.startswith("/api/") and route[5:] in SECTIONS:
                     snap = state.current()
                     name = route[5:]
@@ -235,7 +360,8 @@ def make_handler(state: ViewState, host: str, port: int) -> type[BaseHTTPRequest
                         self._send(HTTPStatus.OK, snap.encoded[name], "application/json")
                     else:
                         data = section_now(snap, name)
-                        self._json(HTTPStatus.OK, {"version": snap.version, "data": data})
+                        payload = {"version": snap.version, "seq": snap.seq, "data": data}
+                        self._json(HTTPStatus.OK, payload)
                 elif route == "/api/board/search":
                     query = parse_qs(url.query)
                     snap = state.current()

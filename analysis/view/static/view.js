@@ -10,7 +10,8 @@ const POLL_MS = 2000;
 const BOARD_SHOWN = 500;
 const SUB_SHOWN = 1000;
 const D = {};            // section name -> data
-let shownVersion = null; // the version the page shows
+let shownSeq = null;     // the server's read the page holds (sections, then the rows since)
+let sectionsSeq = null;  // the read the sections it holds were built from
 let inline = null;       // an export's data (null when live)
 let clockOffset = 0;     // server clock - this browser's clock, seconds
 let selectedRun = null;  // a sweep: the run the per-run sections show
@@ -495,18 +496,55 @@ async function loadAll() {
     if (!res.ok) throw new Error(payload.error || res.statusText);
     return [name, payload];
   }));
-  for (const [name, payload] of got) { D[name] = payload.data; shownVersion = payload.version; }
+  // Sections of different builds (a rebuild finished between the fetches) are one poll apart;
+  // the oldest is the read the page holds, and the rows since come on the next poll.
+  const seqs = got.map(([, payload]) => payload.seq);
+  for (const [name, payload] of got) D[name] = payload.data;
+  shownSeq = sectionsSeq = Math.min(...seqs);
+  if (Math.max(...seqs) !== sectionsSeq) sectionsSeq = -1;  // mixed: load again next poll
   clockOffset = D.run.now - Date.now() / 1000;
   renderAll();
 }
+function addRows(held, rows, key) {
+  // Rows by key: a row held is replaced (a submission its verdict completed), a new one added.
+  const at = new Map(held.map((r, i) => [key(r), i]));
+  let added = 0;
+  for (const r of rows) {
+    const i = at.get(key(r));
+    if (i === undefined) { at.set(key(r), held.length); held.push(r); added++; } else held[i] = r;
+  }
+  return added;
+}
+function applyChanges(c) {
+  // What the reads since the held one added, drawn without reloading every section (the
+  // aggregates follow with the next build of the sections).
+  if (c.messages.length) {
+    D.board.total += addRows(D.board.messages, c.messages, (r) => `${r.run_id}/${r.message_id}`);
+    renderBoard();
+  }
+  if (c.submissions.length) {
+    D.submissions.total += addRows(D.submissions.rows, c.submissions, (r) => `${r.run_id}/${r.submission_id}`);
+    renderSubmissions();
+  }
+  if (c.evaluations.length) {
+    const many = (D.judge.timeline || []).length > 0;
+    const held = many ? [] : D.judge.evaluations;
+    D.judge.evaluation_count += addRows(held, c.evaluations, (r) => `${r.run_id}/${r.job_id}`);
+    renderJudge();
+  }
+}
 async function poll() {
   try {
-    const res = await fetch("/api/version");
+    const res = await fetch(`/api/changes?since=${shownSeq ?? 0}`);
     const v = await res.json();
-    if (v.version !== shownVersion) await loadAll();
+    if (!res.ok) throw new Error(v.error || res.statusText);
+    // New sections: load them. Else the rows since the held read (none to add after a full
+    // read: the page waits for the sections built from it).
+    if (shownSeq === null || v.sections_seq !== sectionsSeq) await loadAll();
+    else if (!v.reset && v.seq !== shownSeq) { applyChanges(v.rows); shownSeq = v.seq; }
     const when = new Date().toLocaleTimeString();
     setLive(v.error ? `showing the last good read (${v.error})` : `live · checked ${when}` +
-      ` · last build ${num(v.build_s, 2)} s` + (v.files !== v.version ? " · newer writes pending" : ""),
+      ` · last build ${num(v.build_s, 2)} s` + (v.seq !== v.sections_seq ? " · totals rebuilding" : ""),
     !!v.error);
   } catch (err) {
     setLive(`waiting for the run: ${err.message}`, true);
