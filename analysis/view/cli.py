@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import re
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from analysis.tables import build_tables, is_run_dir, is_sweep_dir
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from analysis.tables import Tables
     from analysis.view.server import ViewState
 
-__all__ = ["DEFAULT_PORT", "export", "main"]
+__all__ = ["DEFAULT_PORT", "beside", "export", "main"]
+
+# The project root, so the child finds the package whatever the runner's working folder.
+_ROOT = Path(__file__).resolve().parents[2]
 
 #: The port asked for first; the next free one is taken when it is in use.
 DEFAULT_PORT = 8765
@@ -23,20 +29,24 @@ DEFAULT_PORT = 8765
 EXPORT_DETAILS = 2000
 
 
-def export(path: Path, out: Path) -> Path:
+def export(path: Path, out: Path, tables: Tables | None = None) -> Path:
     """Write the page with every section's data (and the evaluations' details) inlined.
 
     Args:
         path: A run or sweep directory.
         out: The HTML file to write.
+        tables: ``analysis.tables.build_tables(path)`` when the caller has built them
+            (``analysis.report``); else built here.
 
     Returns:
         ``out``.
     """
+    from analysis.tables import build_tables
     from analysis.view.data import build_sections, evaluation_detail
     from analysis.view.page import render
 
-    tables = build_tables(path)
+    if tables is None:
+        tables = build_tables(path)
     data: dict = {"sections": build_sections(tables, time.time()), "details": {}}
     ev = tables.evaluations
     if len(ev) <= EXPORT_DETAILS:
@@ -59,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")
     parser.add_argument("--host", default="127.0.0.1", help="only on request: the run's data")
     parser.add_argument("--export", type=Path, metavar="FILE.html", help="write one file, exit")
+    # The runner's view=true: stop when the process that started us is gone (never outlive it).
+    parser.add_argument("--exit-with", type=int, metavar="PID", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    # Imported here: ``beside`` (the runner's) costs no pandas import.
+    from analysis.tables import is_run_dir, is_sweep_dir
+
     path: Path = args.dir
     if not (is_run_dir(path) or is_sweep_dir(path)):
         print(
@@ -73,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from analysis.view.server import ViewState, bind
 
-    state = ViewState(path)
+    state = ViewState(path, background=True)
     try:
         server, busy = bind(state, args.host, args.port)
     except OSError as exc:
@@ -87,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"analysis.view: http://{host}:{port}/ ({path}; Ctrl-C stops)", flush=True)
     # The first build in the background, so the first page load finds it ready.
     threading.Thread(target=_warm, args=(state,), daemon=True).start()
+    if args.exit_with:
+        threading.Thread(target=_orphaned, args=(server, args.exit_with), daemon=True).start()
     try:
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:
@@ -100,3 +117,59 @@ def _warm(state: ViewState) -> None:
     # A failed first build is shown by the page, which polls again.
     with contextlib.suppress(RuntimeError):
         state.current()
+
+
+def _orphaned(server: Any, parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    server.shutdown()
+
+
+#: How long :func:`beside` waits for the view to say its address.
+START_S = 60.0
+
+
+@contextlib.contextmanager
+def beside(run_dir: Path, enabled: bool = True, port: int = DEFAULT_PORT) -> Iterator[str | None]:
+    """The view of ``run_dir`` served by a child process while the block runs (the runner's
+    ``view=true``): its address printed to stderr first, the child stopped after the block.
+
+    A process of its own, so the view's reads (the GIL held while rows become tables) never
+    slow the runner's threads, and the terminal's Ctrl-C (which stops the run in order) leaves
+    it serving until the run has ended.
+
+    Yields:
+        The address (``http://127.0.0.1:PORT/``), or None when not ``enabled`` or the view did
+        not start (said on stderr; the run goes on without it).
+    """
+    if not enabled:
+        yield None
+        return
+    cmd = [sys.executable, "-m", "analysis.view", str(Path(run_dir).resolve()), "--port", str(port)]
+    cmd += ["--exit-with", str(os.getpid())]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=_ROOT
+    )
+    url = None
+    deadline = time.monotonic() + START_S
+    assert proc.stdout is not None
+    for line in proc.stdout:  # its first lines: a port taken, then the address
+        print(line.rstrip(), file=sys.stderr, flush=True)
+        found = re.search(r"http://\S+/", line)
+        if found:
+            url = found.group(0)
+            break
+        if time.monotonic() > deadline:
+            break
+    if url is None:
+        print("analysis.view: did not start; the run goes on without it", file=sys.stderr)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()

@@ -1,10 +1,13 @@
-"""The live view's HTTP server: the page, one JSON endpoint per section, a cheap version.
+"""The live view's HTTP server: the page, one JSON endpoint per section, and the poll.
 
 Standard library only (``http.server.ThreadingHTTPServer``): the view serves one person's browser
 on loopback, a few requests every couple of seconds, so an ASGI stack would add dependencies and
-nothing measurable. Every request thread shares one :class:`ViewState`, which rebuilds the
-tables only when the run's files changed (one build at a time; a failed build keeps the last good
-one, so a run being written shows what is committed, never an error page).
+nothing measurable. Every request thread shares one :class:`ViewState`, which reads the run's
+new rows only when its files changed (``analysis.view.live``) and hands them to the page's poll
+(``/api/changes?since=N``), and rebuilds the sections from the tables, throttled, one build at
+a time; a failed read or build keeps the last good one, so a run being written shows what is
+committed, never an error page. ``/api/version`` stays for scripts: it answers the version of
+the sections served.
 """
 
 from __future__ import annotations
