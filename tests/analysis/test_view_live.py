@@ -10,8 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
+from analysis.report import build_report
 from analysis.tables import TABLES, Tables, build_tables
+from analysis.view.cli import beside
 from analysis.view.data import build_sections
 from analysis.view.live import LiveTables
 from analysis.view.server import ViewState, bind
@@ -166,3 +169,33 @@ def test_the_poll_brings_an_appended_evaluation_as_a_full_build_shows_it(
     assert rows["submissions"] == [r for r in full["submissions"]["rows"] if r["job_id"] == 900]
     assert rows["messages"] == full["board"]["messages"][-1:]
     assert [m["job"] for m in rows["messages"][0]["mentions"]] == [900]  # the text names it
+
+
+def test_beside_serves_the_run_and_stops_with_the_block(
+    fixture_run: FixtureRun, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """What the runner's ``view=true`` calls: a child process serving the run, its address
+    printed to stderr before the block runs, gone after it."""
+    with beside(fixture_run.path, port=0) as url:
+        assert url is not None and url in capfd.readouterr().err
+        run = get(f"{url}api/run")["data"]
+        assert run["runs"][0]["run_id"] == build_tables(fixture_run.path).runs[0].run_id
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{url}api/run", timeout=5)
+
+
+def test_beside_off_starts_nothing(fixture_run: FixtureRun) -> None:
+    with beside(fixture_run.path, enabled=False) as url:
+        assert url is None
+
+
+def test_the_report_writes_the_exported_view_and_links_it(fixture_run: FixtureRun) -> None:
+    report = build_report(fixture_run.path)
+    page = report.path.parent / "view.html"
+    text = page.read_text()
+    inline = text.split('<script id="inline-data" type="application/json">', 1)[1]
+    data = json.loads(inline.split("</script>", 1)[0])
+    assert data["sections"]["run"]["runs"][0]["run_id"] == report.tables.runs[0].run_id
+    lines = report.path.read_text().splitlines()
+    linked = [i for i, line in enumerate(lines) if "](view.html)" in line]
+    assert linked == [lines.index("## Run") - 2]  # one line, before the first section
