@@ -21,6 +21,7 @@ from analysis.view.server import ViewState, bind
 from runner.events import EventLog
 from sqlitewal import connect_wal
 from tests.analysis.conftest import T0, FixtureRun
+from tests.analysis.test_view import _severe, _wait_for_sections, browser  # noqa: F401
 
 
 def get(url: str) -> dict:
@@ -199,3 +200,47 @@ def test_the_report_writes_the_exported_view_and_links_it(fixture_run: FixtureRu
     lines = report.path.read_text().splitlines()
     linked = [i for i, line in enumerate(lines) if "](view.html)" in line]
     assert linked == [lines.index("## Run") - 2]  # one line, before the first section
+
+
+@pytest.mark.browser
+def test_the_page_adds_the_polled_rows_without_a_rebuild(
+    browser,  # noqa: F811 (the fixture of tests/analysis/test_view.py)
+    run_factory: Callable[..., FixtureRun],
+) -> None:
+    """In a real browser: with the sections' rebuild held off, a new evaluation, its
+    submission and a message still appear (the poll's rows), in the same document."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    run = run_factory(status="running")
+    tables = build_tables(run.path)
+    state = ViewState(run.path, min_rebuild_s=3600)
+    server, _ = bind(state, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        browser.get(f"http://127.0.0.1:{server.server_address[1]}/")
+        _wait_for_sections(browser)
+        built = state.snapshot
+        browser.execute_script("window.__sameDocument = true")
+        sub = _submit(run.path, "live-7", T0 + 80, 900)
+        _evaluate(run.path, 900, sub, 250.0, T0 + 81)
+        EventLog(run.path / "events.sqlite").post("swarm", "w2", "worker", "note", "polled in")
+
+        def arrived(d) -> bool:  # type: ignore[no-untyped-def]
+            bars = d.find_elements("css selector", "#judge-chart g.bar")
+            rows = d.find_elements("css selector", "#subtable tbody tr")
+            return (
+                len(bars) == len(tables.evaluations) + 1
+                and len(rows) == len(tables.submissions) + 1
+                and "polled in" in d.find_element("id", "board").text
+            )
+
+        WebDriverWait(browser, 60).until(arrived)
+        assert state.snapshot is built  # no rebuild: the rows came through the poll
+        assert browser.execute_script("return window.__sameDocument") is True
+        assert "2.500" not in browser.find_element("id", "race").text  # totals: next build
+        assert _severe(browser) == []
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
