@@ -25,6 +25,8 @@ _ROOT = Path(__file__).resolve().parents[2]
 
 #: The port asked for first; the next free one is taken when it is in use.
 DEFAULT_PORT = 8765
+#: How much the served view lowers its own priority (``os.nice``).
+NICE = 10
 #: An export carries every evaluation's detail (stages, diff) up to this many evaluations.
 EXPORT_DETAILS = 2000
 
@@ -88,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from analysis.view.server import ViewState, bind
 
+    # A watcher yields the CPU to whatever it watches: the judge beside it times candidates by
+    # the wall clock, so the view runs at a lower priority (its pages wait a little when busy).
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
     state = ViewState(path, background=True)
     try:
         server, busy = bind(state, args.host, args.port)
