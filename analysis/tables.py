@@ -71,8 +71,10 @@ Tables and columns:
     first_byte_at, finished_at, t_start_s, t_end_s, duration_s (``finished_at - started_at``),
     bytes_up, bytes_down, retry_after, model, input, cache_read, cache_write, output,
     reasoning (the usage the vendor's response reported, per ``analysis.wire_usage``; empty
-    when it reported none): every HTTP call a seat made through the model proxy
-    (``isolation.model_proxy``); a call without a seat token has an empty arm and agent. Empty for
+    when it reported none), queued_s (seconds the call waited at the proxy for its seat's
+    fair-use slot, ``isolation.fair_use``; 0 without limits or in older logs): every HTTP call
+    a seat made through the model proxy (``isolation.model_proxy``); a call without a seat
+    token has an empty arm and agent. Empty for
     a run without the proxy (its event log may have no ``model_calls`` table at all).
 ``relays`` (by run_id, arm, to_job, from_job; see ``analysis._git``): run_id, seed, arm, to_job,
     to_agent, to_commit, to_score, to_t_end_s, from_job, from_agent, from_commit, from_score,
@@ -194,7 +196,7 @@ COLUMNS: dict[str, list[str]] = {
         "run_id seed arm agent role agent_kind scripted call_id method path status "
         "upstream_status error failed started_at first_byte_at finished_at t_start_s t_end_s "
         "duration_s bytes_up bytes_down retry_after model input cache_read cache_write output "
-        "reasoning"
+        "reasoning queued_s"
     ),
 }
 
@@ -249,7 +251,7 @@ _SQL = {
     "model_calls": """
         SELECT arm, agent, id AS call_id, method, path, status, upstream_status, error,
             started_at, first_byte_at, finished_at, bytes_up, bytes_down, retry_after, model,
-            input, cache_read, cache_write, output, reasoning
+            input, cache_read, cache_write, output, reasoning, queued_s
         FROM model_calls ORDER BY id""",
 }
 
@@ -493,7 +495,7 @@ _NUMERIC = set(
         "b1_ratio flag_tokens_correct near_tie b1_unresolved attempts job_id submission_id "
         "message_id token_id event_id input cache_read cache_write output reasoning "
         "cost_estimate code restarts call_id status upstream_status first_byte_at bytes_up "
-        "bytes_down ttft_ms itl_ms requests_s baseline_ttft_ms"
+        "bytes_down ttft_ms itl_ms requests_s baseline_ttft_ms queued_s"
     )
 )
 
@@ -532,6 +534,10 @@ def _read(
             sql = sql.replace("queue_wait_s, settings_hash", "queue_wait_s, '' AS settings_hash")
         if "duplicate_of" not in have:  # ... or before identical trees were recognised
             sql = sql.replace("duplicate_of, tree", "NULL AS duplicate_of, '' AS tree")
+    if name == "model_calls":
+        have = {row[1] for row in db.execute("PRAGMA table_info(model_calls)")}
+        if "queued_s" not in have:  # a log made before the proxy's fair use
+            sql = sql.replace("reasoning, queued_s", "reasoning, 0.0 AS queued_s")
     cursor = db.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return _numeric(pd.DataFrame.from_records(cursor.fetchall(), columns=names))
@@ -697,6 +703,7 @@ def _model_calls(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
         df[col] = df[col].astype("Int64")
     for col in ("method", "path", "error", "retry_after", "model"):
         df[col] = df[col].astype("str")  # typed even when empty
+    df["queued_s"] = df["queued_s"].astype(float).fillna(0.0)
     return df[COLUMNS["model_calls"]]
 
 

@@ -34,6 +34,7 @@ from judge import (
     run_metric,
     save_judge_config,
 )
+from runner.config import budgets_meta
 from runner.events import EventLog
 from runner.gateway import Gateway, fair_key
 from runner.progress import Progress
@@ -57,9 +58,10 @@ from runrecord import CHAMPION, REJUDGING_STARTED_AT, rejudging_started_at
 from tasks.schema import PROJECT_ROOT, task_root
 
 AGENTS_DIR = PROJECT_ROOT / "agents"
-# How a run ends when nobody stopped it: at its deadline, or once every arm's judge budget
-# (budget.evaluations) was judged. Both drain, re-judge and count as finished.
-NORMAL_ENDS = ("deadline", "evaluations")
+# How a run ends when nobody stopped it: at its deadline, once every arm's judge budget
+# (budget.evaluations) was judged, or once every seat's token or cost budget was spent
+# ("budget"). Each drains, re-judges and counts as finished.
+NORMAL_ENDS = ("deadline", "evaluations", "budget")
 
 
 def clock(epoch: float) -> str:
@@ -240,6 +242,7 @@ class Run:
             started_at=started,
             deadline=deadline,
             budget_minutes=cfg.budget.minutes,
+            budgets=budgets_meta(cfg),
             start_commit=commit,
             champion=champ,
             judge_home=str(home.root),
@@ -336,7 +339,8 @@ class Run:
             # Real seats reach their vendor only through the run's model proxy (runner/seats.py).
             with seat_proxy(cfg, self.events, run_id) as proxied:
                 specs = agent_specs(cfg, run_id, arms, deadline, home, proxied)
-                supervisor = Supervisor(backend, self.events, specs)
+                ledger = proxied.ledger if proxied is not None else None
+                supervisor = Supervisor(backend, self.events, specs, budgets=ledger)
                 if first_event == "started":
                     self.remeasure_champion(arms, queue)
                 self.install_signals()
@@ -351,6 +355,10 @@ class Run:
                             say("every arm's judge budget is spent: stopping the agents")
                             break
                         supervisor.check()
+                        if ledger is not None and supervisor.all_spent():
+                            reason = "budget"
+                            say("every seat's token or cost budget is spent: the run ends")
+                            break
                         quotas.check()
                         link.ensure_running()
                         progress.maybe_print(deadline)
