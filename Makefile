@@ -6,9 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.swarmlab-installed
 
-.PHONY: setup engine image clients demo test lint bench clean distclean
+.PHONY: setup engine image browser clients demo test lint bench clean distclean
 
-setup: $(STAMP) engine image
+setup: $(STAMP) engine image browser
 
 # The first of python3.13/3.12/3.11/python3 that is >= 3.11 makes the virtual environment.
 $(PY):
@@ -30,6 +30,10 @@ $(STAMP): pyproject.toml | $(PY)
 
 engine:
 	@bash scripts/docker-engine.sh ensure
+
+# Debian's headless Chromium and chromedriver for the view's browser tests (~50 s once).
+browser:
+	@bash scripts/browser.sh ensure
 
 image: $(STAMP) engine
 	@$(PY) -m isolation.images

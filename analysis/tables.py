@@ -442,6 +442,12 @@ def read_run_info(run_dir: Path) -> RunInfo:
             ' messages UNION ALL SELECT max("at") FROM lifecycle UNION ALL'
             ' SELECT max("at") FROM tokens)'
         ).fetchone()[0]
+    return run_info(run_dir, meta, last)
+
+
+def run_info(run_dir: Path, meta: dict[str, Any], last: float | None) -> RunInfo:
+    """A run's facts from its ``meta`` rows and the time of its last event (``None``: no event
+    yet); ``analysis.view`` passes the last event it has read instead of asking SQLite again."""
     config = run_config(run_dir, meta)
     started = float(meta.get("started_at") or last or 0.0)
     ended = meta.get("ended_at")
@@ -508,8 +514,14 @@ def _json_value(column: str, keys: tuple[str, ...]) -> str:
     return f"COALESCE({', '.join(paths)})" if len(paths) > 1 else paths[0]
 
 
-def _read(db: sqlite3.Connection, name: str, metric: Metric) -> pd.DataFrame:
+def _read(
+    db: sqlite3.Connection, name: str, metric: Metric, where: str = "", params: tuple = ()
+) -> pd.DataFrame:
+    """One table's rows (``where``: an SQL condition on them, for ``analysis.view``'s reads of
+    only the rows it has not seen)."""
     sql = _SQL[name]
+    if where:
+        sql = sql.replace(" ORDER BY ", f" WHERE {where} ORDER BY ")
     if name in ("evaluations", "submissions"):
         column = "metrics" if name == "evaluations" else "e.metrics"
         sql = sql.format(
@@ -526,7 +538,7 @@ def _read(db: sqlite3.Connection, name: str, metric: Metric) -> pd.DataFrame:
         have = {row[1] for row in db.execute("PRAGMA table_info(model_calls)")}
         if "queued_s" not in have:  # a log made before the proxy's fair use
             sql = sql.replace("reasoning, queued_s", "reasoning, 0.0 AS queued_s")
-    cursor = db.execute(sql)
+    cursor = db.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return _numeric(pd.DataFrame.from_records(cursor.fetchall(), columns=names))
 
@@ -708,14 +720,22 @@ def load_run(run_dir: Path, *, git: bool = True) -> Tables:
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
     raw = _read_all(run_dir / "events.sqlite", info.metric)
-    evaluations = _evaluations(raw["evaluations"], info)
-    submissions = _submissions(raw["submissions"], info)
-    messages = _messages(raw["messages"], info)
-    tokens = _tokens(raw["tokens"], info)
-    lifecycle = _lifecycle(raw["lifecycle"], info)
-    model_calls = _model_calls(raw["model_calls"], info)
+    rows = {name: derive(raw[name], info) for name, derive in DERIVE.items()}
+    return assemble_run(info, rows, raw["model_calls"], git=git)
+
+
+def assemble_run(
+    info: RunInfo, rows: dict[str, pd.DataFrame], raw_calls: pd.DataFrame, *, git: bool = True
+) -> Tables:
+    """One run's tables from its row tables (``DERIVE``'s, by name) and its raw model calls:
+    the relays and the arms table, which look at every row (``analysis.view`` keeps the row
+    tables between reads and calls this on them)."""
+    run_dir = info.run_dir
+    evaluations, submissions = rows["evaluations"], rows["submissions"]
+    messages, tokens = rows["messages"], rows["tokens"]
+    lifecycle, model_calls = rows["lifecycle"], rows["model_calls"]
     # Outages only where the seats went through the proxy (as runner/summary.py counts them).
-    outages = seat_outages(raw["model_calls"].to_dict("records")) if info.proxied else None
+    outages = seat_outages(raw_calls.to_dict("records")) if info.proxied else None
     from analysis._git import RELAY_COLUMNS, relay_table
 
     relays = None
@@ -754,6 +774,17 @@ def load_run(run_dir: Path, *, git: bool = True) -> Tables:
     )
 
 
+#: The row tables, each derived from its raw read and the run's facts alone, row by row.
+DERIVE = {
+    "evaluations": _evaluations,
+    "submissions": _submissions,
+    "messages": _messages,
+    "tokens": _tokens,
+    "lifecycle": _lifecycle,
+    "model_calls": _model_calls,
+}
+
+
 def load_sweep(sweep_dir: Path, *, git: bool = True) -> Tables:
     """Stack the tables of every job of a sweep (jobs without an event log are listed apart)."""
     loaded = []
@@ -765,6 +796,11 @@ def load_sweep(sweep_dir: Path, *, git: bool = True) -> Tables:
             missing.append(job)
     if not loaded:
         raise FileNotFoundError(f"{sweep_dir}: no job of this sweep left an event log")
+    return stack_runs(loaded, missing)
+
+
+def stack_runs(loaded: list[Tables], missing: list[Path]) -> Tables:
+    """The runs' tables stacked into one sweep's, in seed order."""
     # Seed then run id: the order a reader scans a sweep in, stable across rebuilds.
     loaded.sort(
         key=lambda t: (t.runs[0].seed if t.runs[0].seed is not None else math.inf, t.runs[0].run_id)

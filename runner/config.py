@@ -164,6 +164,8 @@ class RunnerConfig:
     from_run: str | None = None
     # Seconds between progress lines; 0: none.
     progress_every_s: float = 10.0
+    # Serve the live view (python -m analysis.view) beside the run; its address printed first.
+    view: bool = False
 
 
 #: The budgets that can be per arm or per seat, and matched between arms.

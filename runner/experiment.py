@@ -514,7 +514,11 @@ class Run:
 def start_experiment(cfg: DictConfig, run_dir: Path) -> int:
     """Run a composed experiment in ``run_dir``; returns the exit status."""
     try:
-        return Run(cfg, run_dir).start()
+        run = Run(cfg, run_dir)  # the event log exists from here: the view can read it
+        from analysis.view.cli import beside  # the view's own process reads the run
+
+        with beside(run_dir, bool(cfg.get("view", False))):
+            return run.start()
     except REFUSED as exc:
         say(f"runner: {exc}")
         return 2
