@@ -6,9 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.swarmlab-installed
 
-.PHONY: setup engine slurm image clients demo test lint bench clean distclean
+.PHONY: setup engine slurm image browser clients demo test lint bench clean distclean
 
-setup: $(STAMP) engine image
+setup: $(STAMP) engine image browser
 
 # The first of python3.13/3.12/3.11/python3 that is >= 3.11 makes the virtual environment.
 $(PY):
@@ -31,10 +31,16 @@ $(STAMP): pyproject.toml | $(PY)
 engine:
 	@bash scripts/docker-engine.sh ensure
 
+<<<<<<< HEAD
 # A one-node SLURM cluster on this machine for the tests marked `slurm` (root: installs slurm-wlm
 # and munge when missing, ~15 s). Elsewhere those tests skip, except under CI, where they fail.
 slurm:
 	@bash scripts/slurm-cluster.sh ensure || { [ -z "$${CI:-}" ] && echo "no SLURM cluster here: the slurm tests will skip" >&2; }
+=======
+# Debian's headless Chromium and chromedriver for the view's browser tests (~50 s once).
+browser:
+	@bash scripts/browser.sh ensure
+>>>>>>> main
 
 image: $(STAMP) engine
 	@$(PY) -m isolation.images

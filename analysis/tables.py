@@ -71,8 +71,10 @@ Tables and columns:
     first_byte_at, finished_at, t_start_s, t_end_s, duration_s (``finished_at - started_at``),
     bytes_up, bytes_down, retry_after, model, input, cache_read, cache_write, output,
     reasoning (the usage the vendor's response reported, per ``analysis.wire_usage``; empty
-    when it reported none): every HTTP call a seat made through the model proxy
-    (``isolation.model_proxy``); a call without a seat token has an empty arm and agent. Empty for
+    when it reported none), queued_s (seconds the call waited at the proxy for its seat's
+    fair-use slot, ``isolation.fair_use``; 0 without limits or in older logs): every HTTP call
+    a seat made through the model proxy (``isolation.model_proxy``); a call without a seat
+    token has an empty arm and agent. Empty for
     a run without the proxy (its event log may have no ``model_calls`` table at all).
 ``relays`` (by run_id, arm, to_job, from_job; see ``analysis._git``): run_id, seed, arm, to_job,
     to_agent, to_commit, to_score, to_t_end_s, from_job, from_agent, from_commit, from_score,
@@ -194,7 +196,7 @@ COLUMNS: dict[str, list[str]] = {
         "run_id seed arm agent role agent_kind scripted call_id method path status "
         "upstream_status error failed started_at first_byte_at finished_at t_start_s t_end_s "
         "duration_s bytes_up bytes_down retry_after model input cache_read cache_write output "
-        "reasoning"
+        "reasoning queued_s"
     ),
 }
 
@@ -249,7 +251,7 @@ _SQL = {
     "model_calls": """
         SELECT arm, agent, id AS call_id, method, path, status, upstream_status, error,
             started_at, first_byte_at, finished_at, bytes_up, bytes_down, retry_after, model,
-            input, cache_read, cache_write, output, reasoning
+            input, cache_read, cache_write, output, reasoning, queued_s
         FROM model_calls ORDER BY id""",
 }
 
@@ -440,6 +442,12 @@ def read_run_info(run_dir: Path) -> RunInfo:
             ' messages UNION ALL SELECT max("at") FROM lifecycle UNION ALL'
             ' SELECT max("at") FROM tokens)'
         ).fetchone()[0]
+    return run_info(run_dir, meta, last)
+
+
+def run_info(run_dir: Path, meta: dict[str, Any], last: float | None) -> RunInfo:
+    """A run's facts from its ``meta`` rows and the time of its last event (``None``: no event
+    yet); ``analysis.view`` passes the last event it has read instead of asking SQLite again."""
     config = run_config(run_dir, meta)
     started = float(meta.get("started_at") or last or 0.0)
     ended = meta.get("ended_at")
@@ -487,7 +495,7 @@ _NUMERIC = set(
         "b1_ratio flag_tokens_correct near_tie b1_unresolved attempts job_id submission_id "
         "message_id token_id event_id input cache_read cache_write output reasoning "
         "cost_estimate code restarts call_id status upstream_status first_byte_at bytes_up "
-        "bytes_down ttft_ms itl_ms requests_s baseline_ttft_ms"
+        "bytes_down ttft_ms itl_ms requests_s baseline_ttft_ms queued_s"
     )
 )
 
@@ -506,8 +514,14 @@ def _json_value(column: str, keys: tuple[str, ...]) -> str:
     return f"COALESCE({', '.join(paths)})" if len(paths) > 1 else paths[0]
 
 
-def _read(db: sqlite3.Connection, name: str, metric: Metric) -> pd.DataFrame:
+def _read(
+    db: sqlite3.Connection, name: str, metric: Metric, where: str = "", params: tuple = ()
+) -> pd.DataFrame:
+    """One table's rows (``where``: an SQL condition on them, for ``analysis.view``'s reads of
+    only the rows it has not seen)."""
     sql = _SQL[name]
+    if where:
+        sql = sql.replace(" ORDER BY ", f" WHERE {where} ORDER BY ")
     if name in ("evaluations", "submissions"):
         column = "metrics" if name == "evaluations" else "e.metrics"
         sql = sql.format(
@@ -520,7 +534,11 @@ def _read(db: sqlite3.Connection, name: str, metric: Metric) -> pd.DataFrame:
             sql = sql.replace("queue_wait_s, settings_hash", "queue_wait_s, '' AS settings_hash")
         if "duplicate_of" not in have:  # ... or before identical trees were recognised
             sql = sql.replace("duplicate_of, tree", "NULL AS duplicate_of, '' AS tree")
-    cursor = db.execute(sql)
+    if name == "model_calls":
+        have = {row[1] for row in db.execute("PRAGMA table_info(model_calls)")}
+        if "queued_s" not in have:  # a log made before the proxy's fair use
+            sql = sql.replace("reasoning, queued_s", "reasoning, 0.0 AS queued_s")
+    cursor = db.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return _numeric(pd.DataFrame.from_records(cursor.fetchall(), columns=names))
 
@@ -685,6 +703,7 @@ def _model_calls(raw: pd.DataFrame, info: RunInfo) -> pd.DataFrame:
         df[col] = df[col].astype("Int64")
     for col in ("method", "path", "error", "retry_after", "model"):
         df[col] = df[col].astype("str")  # typed even when empty
+    df["queued_s"] = df["queued_s"].astype(float).fillna(0.0)
     return df[COLUMNS["model_calls"]]
 
 
@@ -701,14 +720,22 @@ def load_run(run_dir: Path, *, git: bool = True) -> Tables:
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
     raw = _read_all(run_dir / "events.sqlite", info.metric)
-    evaluations = _evaluations(raw["evaluations"], info)
-    submissions = _submissions(raw["submissions"], info)
-    messages = _messages(raw["messages"], info)
-    tokens = _tokens(raw["tokens"], info)
-    lifecycle = _lifecycle(raw["lifecycle"], info)
-    model_calls = _model_calls(raw["model_calls"], info)
+    rows = {name: derive(raw[name], info) for name, derive in DERIVE.items()}
+    return assemble_run(info, rows, raw["model_calls"], git=git)
+
+
+def assemble_run(
+    info: RunInfo, rows: dict[str, pd.DataFrame], raw_calls: pd.DataFrame, *, git: bool = True
+) -> Tables:
+    """One run's tables from its row tables (``DERIVE``'s, by name) and its raw model calls:
+    the relays and the arms table, which look at every row (``analysis.view`` keeps the row
+    tables between reads and calls this on them)."""
+    run_dir = info.run_dir
+    evaluations, submissions = rows["evaluations"], rows["submissions"]
+    messages, tokens = rows["messages"], rows["tokens"]
+    lifecycle, model_calls = rows["lifecycle"], rows["model_calls"]
     # Outages only where the seats went through the proxy (as runner/summary.py counts them).
-    outages = seat_outages(raw["model_calls"].to_dict("records")) if info.proxied else None
+    outages = seat_outages(raw_calls.to_dict("records")) if info.proxied else None
     from analysis._git import RELAY_COLUMNS, relay_table
 
     relays = None
@@ -747,6 +774,17 @@ def load_run(run_dir: Path, *, git: bool = True) -> Tables:
     )
 
 
+#: The row tables, each derived from its raw read and the run's facts alone, row by row.
+DERIVE = {
+    "evaluations": _evaluations,
+    "submissions": _submissions,
+    "messages": _messages,
+    "tokens": _tokens,
+    "lifecycle": _lifecycle,
+    "model_calls": _model_calls,
+}
+
+
 def load_sweep(sweep_dir: Path, *, git: bool = True) -> Tables:
     """Stack the tables of every job of a sweep (jobs without an event log are listed apart)."""
     loaded = []
@@ -758,6 +796,11 @@ def load_sweep(sweep_dir: Path, *, git: bool = True) -> Tables:
             missing.append(job)
     if not loaded:
         raise FileNotFoundError(f"{sweep_dir}: no job of this sweep left an event log")
+    return stack_runs(loaded, missing)
+
+
+def stack_runs(loaded: list[Tables], missing: list[Path]) -> Tables:
+    """The runs' tables stacked into one sweep's, in seed order."""
     # Seed then run id: the order a reader scans a sweep in, stable across rebuilds.
     loaded.sort(
         key=lambda t: (t.runs[0].seed if t.runs[0].seed is not None else math.inf, t.runs[0].run_id)

@@ -17,6 +17,12 @@ it, some partly, some not at all (``agents.clis``), but every retry is a request
 proxy. :func:`analysis.model_calls.seat_outages` turns the calls into
 the time each seat lost.
 
+With a ``spending`` ledger (:mod:`isolation.spending`: the run's token and cost budgets) every
+answered call's usage is counted, and a request of a seat whose budget is spent gets the
+vendor's own quota error (429) instead of a forward: recorded with no upstream status and
+``error`` ``refused: budget NAME spent``, and ``on_budget`` tells the runner. Calls in flight
+when a limit is crossed finish (their tokens count: the overshoot is on record).
+
 Responses are streamed through as they arrive (server-sent events chunk by chunk), never
 buffered. The proxy forwards only the model routes of its vendor's API (under the base URL's
 path: generating, counting tokens, listing models), so a seat cannot use the key for anything
@@ -47,6 +53,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from isolation.fair_use import FairUse
 
 TOKEN_PREFIX = "sk-swarmlab-seat-"
 # Headers that belong to one connection (RFC 9110 7.6.1) or carry a caller's credentials: never
@@ -134,6 +142,24 @@ class VendorPolicy(Protocol):
         """An error the vendor sent inside a response body, or None."""
         ...
 
+    def rate_limit_error(self, message: str) -> bytes:
+        """The body of the vendor's own 429 answer when its rate limit is hit."""
+        ...
+
+    def quota_error(self, message: str) -> tuple[int, dict[str, Any]]:
+        """(status, JSON body) of the vendor's own answer when a quota is exhausted."""
+        ...
+
+
+class Spending(Protocol):
+    """The seats' token and cost budgets (``isolation.spending.SpendingLedger`` is one)."""
+
+    def add_seat(self, token: str, arm: str, agent: str) -> None: ...
+
+    def add(self, token: str, usage: ModelCall) -> None: ...
+
+    def spent(self, token: str) -> str | None: ...
+
 
 @dataclass
 class ModelCall:
@@ -164,6 +190,8 @@ class ModelCall:
     cache_write: int | None = None
     output: int | None = None
     reasoning: int | None = None
+    # Seconds the call waited at the proxy for its seat's fair-use slot (isolation.fair_use).
+    queued_s: float = 0.0
 
     def set_usage(self, body: bytes, content_type: str, api: VendorPolicy) -> None:
         """Read the usage (and an error the vendor sent inside a 200 stream) from ``body``, as
@@ -192,6 +220,8 @@ class Caller:
 
     arm: str
     agent: str
+    # The token itself (the spending ledger counts by it); not part of the seat's identity.
+    token: str = field(default="", repr=False, compare=False)
 
 
 @dataclass
@@ -212,6 +242,12 @@ class ModelProxy:
         record: called with every finished :class:`ModelCall` (the run's event log); its
             failures are kept in :attr:`record_errors`, never raised into a seat's request.
         timeout_s: socket timeout towards the vendor (a stream silent for this long fails).
+        fair_use: per-seat concurrency and rate limits (``isolation.fair_use``); None: none.
+        spending: the seats' token and cost budgets (``isolation.spending``): every answered
+            call's usage is added to it, and a seat whose budget is spent gets the vendor's
+            quota error (429) instead of a forward. None: no such budget.
+        on_budget: called with (arm, agent, budget) each time a seat is refused for a spent
+            budget (the runner stops the seat then); its failures are kept like ``record``'s.
     """
 
     upstream: str
@@ -222,6 +258,9 @@ class ModelProxy:
     record: Callable[[ModelCall], None] | None = None
     timeout_s: float = 600.0
     server_tools: bool = False
+    fair_use: FairUse | None = None
+    spending: Spending | None = None
+    on_budget: Callable[[str, str, str], None] | None = None
     calls: deque[ModelCall] = field(default_factory=lambda: deque(maxlen=CALLS_KEPT))
     call_count: int = 0
     record_errors: list[str] = field(default_factory=list)
@@ -247,8 +286,10 @@ class ModelProxy:
     def add_seat(self, arm: str, agent: str) -> str:
         """A new seat token for ``arm``/``agent``: what the seat's container gets as its key."""
         token = TOKEN_PREFIX + secrets.token_hex(24)
+        if self.spending is not None:
+            self.spending.add_seat(token, arm, agent)
         with self._lock:
-            self._seats[token] = Caller(arm, agent)
+            self._seats[token] = Caller(arm, agent, token)
         return token
 
     def seat_for(self, headers: dict[str, str], query: list[tuple[str, str]]) -> Caller | None:
@@ -452,6 +493,8 @@ class ModelProxy:
                     call.status = call.status or 500
                     self.close_connection = True
                 finally:
+                    if seat is not None and proxy.spending is not None:
+                        proxy.spending.add(seat.token, call)  # what the vendor billed
                     proxy._finish(call)
 
             def _serve(
@@ -470,6 +513,10 @@ class ModelProxy:
                     return
                 body = self._body()
                 call.bytes_up = len(body)
+                # After the body is read: a socket closed with unread data is reset, and the
+                # seat would see a broken connection instead of the quota error.
+                if seat is not None and self._over_budget(call, seat):
+                    return
                 tools = [] if proxy.server_tools else proxy.api.server_side_tools(body)
                 if tools:
                     self._refuse(
@@ -479,7 +526,62 @@ class ModelProxy:
                         " vendor would reach the network for the seat",
                     )
                     return
-                self._call_vendor(call, proxy.target(path, query), body, headers)
+                if proxy.fair_use is None:
+                    self._call_vendor(call, proxy.target(path, query), body, headers)
+                    return
+                # Over the seat's share a request waits for its slot (isolation.fair_use).
+                with proxy.fair_use.slot(seat) as grant:
+                    call.queued_s = round(grant.waited_s, 6)
+                    if not grant.ok:
+                        self._rate_limited(call, grant.retry_after)
+                        return
+                    self._call_vendor(call, proxy.target(path, query), body, headers)
+
+            def _rate_limited(self, call: ModelCall, retry_after: str) -> None:
+                """429 with ``Retry-After`` in the vendor's own shape: the CLI retries as it
+                does when the vendor's rate limit is hit."""
+                message = (
+                    "swarmlab fair use: this seat's share of the account's rate limit is in"
+                    f" use; retry after {retry_after} s"
+                )
+                call.status, call.error, call.retry_after = 429, "fair use: " + message, retry_after
+                data = proxy.api.rate_limit_error(message)
+                try:
+                    self.send_response(429)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.send_header("Retry-After", retry_after)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    self.close_connection = True
+
+            def _over_budget(self, call: ModelCall, seat: Caller) -> bool:
+                """A seat whose token or cost budget is spent gets the vendor's own quota
+                error (recorded: 429, no upstream status, ``error`` naming the budget); True
+                when so. Calls in flight when the limit was crossed were not stopped."""
+                budget = proxy.spending.spent(seat.token) if proxy.spending else None
+                if budget is None:
+                    return False
+                message = f"swarmlab budget: this seat's {budget} budget is spent"
+                status, error = proxy.api.quota_error(message)
+                call.status, call.error = status, f"refused: budget {budget} spent"
+                data = json.dumps(error).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    self.close_connection = True
+                if proxy.on_budget is not None:
+                    try:
+                        proxy.on_budget(seat.arm, seat.agent, budget)
+                    except Exception as exc:  # the runner's trouble, not the seat's request
+                        with proxy._lock:
+                            proxy.record_errors.append(repr(exc))
+                return True
 
             def _refusal(
                 self, seat: Caller | None, path: str, headers: dict[str, str]
@@ -610,6 +712,9 @@ class _Server(ThreadingHTTPServer):
     cut every open connection when the proxy stops."""
 
     daemon_threads = True
+    # Seats' connections arriving at once (parallel calls of many seats) wait in the listen
+    # queue instead of being dropped (a dropped SYN costs its caller a second or more).
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(address, handler)

@@ -38,6 +38,11 @@ class Mutant:
     # For a B=1 regression mutant: how far its true regression lies beyond the spec's limit.
     # The judge can only be asked to convict it where its B=1 resolution is at least this fine.
     b1_margin: float | None = None
+    # Other verdicts that are as right as ``expect``, each "VERDICT" or "VERDICT (reason)", with
+    # no bound on x: e.g. a PASS-expected mutant served through a relaying wrapper is really a
+    # little slower alone in flight, so a B=1 regression is a true finding too, not the judge's
+    # error (gen_serial's B=1 ratio measured 0.976-1.061 against a limit of 1.05).
+    also_accept: tuple[str, ...] = ()
     # Text that must not appear in the verdict's detail (an engine's words carried out).
     detail_excludes: list[str] = field(default_factory=list)
     why: str = ""

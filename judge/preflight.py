@@ -22,7 +22,7 @@ from isolation.gitutil import commit_all, template_repo
 from judge.mutant import Mutant, record_serve
 from judge.private import JudgeHome, task_fingerprint
 from judge.service import describe, queue_for, run_until_done
-from judge.verdict import Evaluation
+from judge.verdict import Evaluation, Verdict
 from tasks.schema import task_root
 
 Progress = Callable[[str], None]
@@ -80,7 +80,15 @@ def load_mutants(cfg: DictConfig) -> list[Mutant]:
         bad = sorted(set(entry) - known) if isinstance(entry, dict) else ["(not a mapping)"]
         if bad:
             raise ValueError(f"{path}: mutant entry {entry!r}: unknown keys {', '.join(bad)}")
-        mutants.append(Mutant(**entry))
+        others = entry.get("also_accept") or []
+        if isinstance(others, str) or not all(
+            isinstance(o, str) and o.split(" ", 1)[0] in Verdict.__members__ for o in others
+        ):
+            raise ValueError(
+                f"{path}: mutant {entry.get('name')!r}: also_accept must be a list of"
+                f' "VERDICT" or "VERDICT (reason)", got {others!r}'
+            )
+        mutants.append(Mutant(**{**entry, "also_accept": tuple(others)}))
     return mutants
 
 
@@ -126,10 +134,18 @@ def expectation(m: Mutant) -> str:
         text += f" x>={m.min_x_baseline:g}"
     if m.max_x_baseline is not None:
         text += f" x<={m.max_x_baseline:g}"
-    return text
+    return " or ".join([text, *m.also_accept])
+
+
+def accepted_otherwise(m: Mutant, e: Evaluation) -> bool:
+    """Whether ``e`` is one of the mutant's other right verdicts (``also_accept``)."""
+    got = {str(e.verdict), f"{e.verdict} ({e.reason})"}
+    return any(alternative in got for alternative in m.also_accept)
 
 
 def matches(m: Mutant, e: Evaluation) -> bool:
+    if accepted_otherwise(m, e):
+        return True
     if str(e.verdict) != m.expect or (m.reason and e.reason != m.reason):
         return False
     if any(text in e.detail for text in m.detail_excludes):

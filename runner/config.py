@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from judge import JudgeConfig
 from judge import register_configs as register_judge_configs
@@ -63,6 +64,20 @@ class AgentConfig:
 
 
 @dataclass
+class FairUseConfig:
+    """Per-seat limits at the model proxy (isolation/fair_use.py): one vendor account is shared
+    by every seat of the run, both arms, so none can use up the account's rate limit. null:
+    none. A seat's own limit, when set, wins over its equal share of the account's."""
+
+    account_rpm: float | None = None
+    account_concurrency: int | None = None
+    seat_rpm: float | None = None
+    seat_concurrency: int | None = None
+    # A request over its seat's limit waits this long at most, then gets the vendor's 429.
+    max_wait_s: float = 60.0
+
+
+@dataclass
 class IsolationConfig:
     """Where agents run. ``docker`` isolates; ``local`` is for development and isolates nothing."""
 
@@ -74,6 +89,18 @@ class IsolationConfig:
     # What one seat may write (its clone, notes and outbox together), in MiB; null: no quota.
     # Enforced as root with a loop-mounted filesystem per seat (isolation/quota.py).
     disk_quota_mb: int | None = 2048
+    fair_use: FairUseConfig = field(default_factory=FairUseConfig)
+
+
+@dataclass
+class BudgetScopeConfig:
+    """Whether each budget is an arm's pool its seats share (``per_arm``) or each seat's own
+    (``per_seat``). ``match=NAME`` forces NAME's to ``per_arm``."""
+
+    output_tokens: str = "per_arm"
+    input_tokens: str = "per_arm"
+    cost_usd: str = "per_arm"
+    evaluations: str = "per_arm"
 
 
 @dataclass
@@ -83,10 +110,23 @@ class BudgetConfig:
     minutes: float = 60.0
     # Optional cap on submissions per agent (the seed's "turn cap"); null: none.
     max_submissions_per_agent: int | None = None
-    # Judge evaluations per arm (its agents' submissions; the runner's re-judgements aside):
-    # submissions beyond it are refused, and the run ends once every arm's were all judged,
-    # or at the deadline, whichever comes first. null: no such budget.
+    # Judge evaluations per arm, or per submitting seat with scope.evaluations=per_seat (its
+    # agents' submissions; the runner's re-judgements aside): submissions beyond it are
+    # refused, and an arm is done once its were all judged (runner/gateway.py arms_ended).
+    # The run ends when every arm is done, by this budget or its seats' token budgets, or at
+    # the deadline, whichever comes first. null: no such budget.
     evaluations: int | None = None
+    # Tokens and estimated cost, counted at the model proxy from the vendor's own usage
+    # (isolation/spending.py): a seat over its budget gets the vendor's quota error and is
+    # not restarted; the run ends once every seat's is spent. null: no such budget.
+    output_tokens: int | None = None
+    input_tokens: int | None = None
+    cost_usd: float | None = None
+    scope: BudgetScopeConfig = field(default_factory=BudgetScopeConfig)
+    # Model name (or a prefix of dated releases) -> {input, output, cache_read?, cache_write?}
+    # in USD per million tokens (an estimate); `default` prices any other model. Checked by
+    # runner/settings.py (a typed node would refuse `+budget.prices.MODEL={...}`).
+    prices: dict[str, Any] = field(default_factory=dict)
     # After the deadline, evaluations already queued may finish for this long; the rest are
     # cancelled and counted as not evaluated.
     drain_minutes: float = 3.0
@@ -117,10 +157,49 @@ class RunnerConfig:
     # resuming one reads that key).
     rejudge: RejudgeConfig = field(default_factory=RejudgeConfig)
     arms: dict[str, ArmConfig] = field(default_factory=dict)
+    # One budget every arm gets the same total of (output_tokens, input_tokens, cost_usd or
+    # evaluations): its scope is forced to per_arm. null: none.
+    match: str | None = None
     # arm=continuation: the run directory whose champion every agent starts from.
     from_run: str | None = None
     # Seconds between progress lines; 0: none.
     progress_every_s: float = 10.0
+    # Serve the live view (python -m analysis.view) beside the run; its address printed first.
+    view: bool = False
+
+
+#: The budgets that can be per arm or per seat, and matched between arms.
+BUDGET_NAMES = ("output_tokens", "input_tokens", "cost_usd", "evaluations")
+
+
+def budget_scope(cfg: DictConfig, name: str) -> str:
+    """The scope of budget ``name``: ``per_arm`` when ``match`` names it, else its setting."""
+    if cfg.get("match") == name:
+        return "per_arm"
+    scope = cfg.budget.get("scope") or {}
+    return str(scope.get(name) or "per_arm")
+
+
+def evaluations_budget(cfg: DictConfig, scope: str) -> int | None:
+    """``budget.evaluations`` where its scope is ``scope`` (per_arm or per_seat), else None."""
+    limit = cfg.budget.get("evaluations")
+    if limit is None or budget_scope(cfg, "evaluations") != scope:
+        return None
+    return int(limit)
+
+
+def budgets_meta(cfg: DictConfig) -> dict[str, Any]:
+    """What the run's meta records as ``budgets``: the minutes, each budget set (its limit and
+    scope), ``match``, and ``prices_estimate`` when a cost budget is set."""
+    budget = cfg.budget
+    out: dict[str, Any] = {"minutes": budget.minutes}
+    for name in BUDGET_NAMES:
+        if budget.get(name) is not None:
+            out[name] = {"limit": budget[name], "scope": budget_scope(cfg, name)}
+    out["match"] = cfg.get("match")
+    if budget.get("cost_usd") is not None:
+        out["prices_estimate"] = True
+    return out
 
 
 def _arm_names(arms: object) -> str:

@@ -236,8 +236,8 @@ class EventLog:
             db.execute(
                 "INSERT INTO model_calls (arm, agent, method, path, status, upstream_status,"
                 " error, started_at, first_byte_at, finished_at, bytes_up, bytes_down,"
-                " retry_after, model, input, cache_read, cache_write, output, reasoning)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " retry_after, model, input, cache_read, cache_write, output, reasoning,"
+                " queued_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     call.arm,
                     call.agent,
@@ -258,6 +258,7 @@ class EventLog:
                     call.cache_write,
                     call.output,
                     call.reasoning,
+                    getattr(call, "queued_s", 0.0),
                 ),
             )
 

@@ -34,6 +34,7 @@ from judge import (
     run_metric,
     save_judge_config,
 )
+from runner.config import budgets_meta, evaluations_budget
 from runner.events import EventLog
 from runner.gateway import Gateway, fair_key
 from runner.progress import Progress
@@ -57,9 +58,10 @@ from runrecord import CHAMPION, REJUDGING_STARTED_AT, rejudging_started_at
 from tasks.schema import PROJECT_ROOT, task_root
 
 AGENTS_DIR = PROJECT_ROOT / "agents"
-# How a run ends when nobody stopped it: at its deadline, or once every arm's judge budget
-# (budget.evaluations) was judged. Both drain, re-judge and count as finished.
-NORMAL_ENDS = ("deadline", "evaluations")
+# How a run ends when nobody stopped it: at its deadline, once every arm's judge budget
+# (budget.evaluations) was judged, or once every seat's token or cost budget was spent
+# ("budget"). Each drains, re-judges and counts as finished.
+NORMAL_ENDS = ("deadline", "evaluations", "budget")
 
 
 def clock(epoch: float) -> str:
@@ -240,6 +242,7 @@ class Run:
             started_at=started,
             deadline=deadline,
             budget_minutes=cfg.budget.minutes,
+            budgets=budgets_meta(cfg),
             start_commit=commit,
             champion=champ,
             judge_home=str(home.root),
@@ -329,14 +332,16 @@ class Run:
                 queue,
                 arms,
                 max_submissions_per_agent=cfg.budget.max_submissions_per_agent,
-                evaluations_per_arm=cfg.budget.evaluations,
+                evaluations_per_arm=evaluations_budget(cfg, "per_arm"),
+                evaluations_per_seat=evaluations_budget(cfg, "per_seat"),
             )
             progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
             quotas = QuotaWatch.for_arms(self.events, arms)
             # Real seats reach their vendor only through the run's model proxy (runner/seats.py).
             with seat_proxy(cfg, self.events, run_id) as proxied:
                 specs = agent_specs(cfg, run_id, arms, deadline, home, proxied)
-                supervisor = Supervisor(backend, self.events, specs)
+                ledger = proxied.ledger if proxied is not None else None
+                supervisor = Supervisor(backend, self.events, specs, budgets=ledger)
                 if first_event == "started":
                     self.remeasure_champion(arms, queue)
                 self.install_signals()
@@ -346,11 +351,22 @@ class Run:
                     supervisor.start_all(first_event)
                     while not self.stopping and time.time() < deadline:
                         gateway.poll()
-                        if gateway.budget_spent():
-                            reason = "evaluations"
-                            say("every arm's judge budget is spent: stopping the agents")
-                            break
                         supervisor.check()
+                        ends = gateway.arms_ended(supervisor.spent_seats())
+                        if all(ends.values()):
+                            # Each arm ended on its judge budget, its seats' token or cost
+                            # budgets, or a mix: nothing more any arm does can be scored.
+                            if all(why == "evaluations" for why in ends.values()):
+                                reason = "evaluations"
+                                say("every arm's judge budget is spent: stopping the agents")
+                            else:
+                                reason = "budget"
+                                say(
+                                    "every arm's budget is spent ("
+                                    + ", ".join(f"{a}: {w}" for a, w in sorted(ends.items()))
+                                    + "): the run ends"
+                                )
+                            break
                         quotas.check()
                         link.ensure_running()
                         progress.maybe_print(deadline)
@@ -498,7 +514,11 @@ class Run:
 def start_experiment(cfg: DictConfig, run_dir: Path) -> int:
     """Run a composed experiment in ``run_dir``; returns the exit status."""
     try:
-        return Run(cfg, run_dir).start()
+        run = Run(cfg, run_dir)  # the event log exists from here: the view can read it
+        from analysis.view.cli import beside  # the view's own process reads the run
+
+        with beside(run_dir, bool(cfg.get("view", False))):
+            return run.start()
     except REFUSED as exc:
         say(f"runner: {exc}")
         return 2

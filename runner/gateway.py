@@ -22,6 +22,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,7 @@ class Gateway:
         max_submissions_per_agent: refuse submissions beyond this many per agent (None: no cap).
         evaluations_per_arm: the arm's judge budget: refuse its agents' submissions beyond this
             many (None: no cap). The runner's own re-judgements are not counted.
+        evaluations_per_seat: each submitting seat's own judge budget (None: no cap).
         fetch_timeout: seconds allowed to copy one commit from an agent's clone.
     """
 
@@ -205,6 +207,7 @@ class Gateway:
         *,
         max_submissions_per_agent: int | None = None,
         evaluations_per_arm: int | None = None,
+        evaluations_per_seat: int | None = None,
         fetch_timeout: float = 120.0,
     ) -> None:
         self.events = events
@@ -214,6 +217,7 @@ class Gateway:
             raise ValueError("two arms with the same name")
         self.max_submissions_per_agent = max_submissions_per_agent
         self.evaluations_per_arm = evaluations_per_arm
+        self.evaluations_per_seat = evaluations_per_seat
         self.fetch_timeout = fetch_timeout
         self._board_last: dict[str, int] = {}
         # Whose turn a job takes in a judge's fair queue shared with other runs.
@@ -342,6 +346,14 @@ class Gateway:
                     f"the arm's judge budget is spent ({self.evaluations_per_arm} evaluations"
                     " per arm): nothing more will be judged in this run"
                 )
+            if (
+                self.evaluations_per_seat is not None
+                and len(self._agent_submissions(arm, agent.name)) >= self.evaluations_per_seat
+            ):
+                raise Refused(
+                    f"your judge budget is spent ({self.evaluations_per_seat} evaluations per"
+                    " seat): nothing more of yours will be judged in this run"
+                )
             try:
                 # Into a staging ref first: a commit that cannot be copied never becomes a
                 # submission, and one that was copied is never collected as garbage.
@@ -360,27 +372,58 @@ class Gateway:
             self._enqueue(arm, agent.name, submission, commit)
         return {"ok": True, "submission": submission, "commit": commit}
 
-    def _agent_submissions(self, arm: ArmWorkspace) -> list[dict[str, Any]]:
-        """The submissions of the arm's own agents (not the runner's re-judgements)."""
-        names = sorted(arm.agents)
+    def _agent_submissions(
+        self, arm: ArmWorkspace, agent: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The submissions of the arm's own agents (not the runner's re-judgements), or of
+        one of them."""
+        names = [agent] if agent is not None else sorted(arm.agents)
         marks = ",".join("?" * len(names))
         return self.events.table(
             "submissions", f"WHERE arm = ? AND agent IN ({marks})", (arm.name, *names)
         )
 
     def budget_spent(self) -> bool:
-        """True when every arm had its whole judge budget (``evaluations_per_arm``) submitted
-        and judged: the run is over, whatever the clock says. False without such a budget."""
-        if self.evaluations_per_arm is None:
-            return False
+        """True when every arm had its whole judge budget submitted and judged: the run is
+        over, whatever the clock says. False without such a budget."""
+        ends = self.arms_ended()
+        return all(why == "evaluations" for why in ends.values())
+
+    def arms_ended(self, spent_seats: Collection[tuple[str, str]] = ()) -> dict[str, str | None]:
+        """Why each arm can do nothing more that the judge would score, or None while it can.
+
+        ``"evaluations"``: its judge budget (per arm, or every submitting seat's own) was all
+        submitted and judged. ``"budget"``: every submitting seat is ended, each by its token
+        or cost budget (``spent_seats``: (arm, seat) pairs, from the supervisor) or its own
+        judge budget, with nothing of theirs left to judge. A critic's budget never holds an arm
+        back: without workers nothing it writes can be scored.
+        """
         waiting = [*self.events.pending_jobs(), *self.events.unqueued_submissions()]
         pending = {(row["arm"], row["agent"]) for row in waiting}
+        spent = set(spent_seats)
+        ends: dict[str, str | None] = {}
         for arm in self.arms.values():
-            if len(self._agent_submissions(arm)) < self.evaluations_per_arm:
-                return False
-            if any((arm.name, agent) in pending for agent in arm.agents):
-                return False
-        return True
+            workers = [name for name, ws in sorted(arm.agents.items()) if ws.can_submit]
+            idle = not any((arm.name, name) in pending for name in arm.agents)
+            if (
+                self.evaluations_per_arm is not None
+                and len(self._agent_submissions(arm)) >= self.evaluations_per_arm
+                and idle
+            ):
+                ends[arm.name] = "evaluations"
+                continue
+            judged_out = {
+                name
+                for name in workers
+                if self.evaluations_per_seat is not None
+                and len(self._agent_submissions(arm, name)) >= self.evaluations_per_seat
+            }
+            done = judged_out | {name for name in workers if (arm.name, name) in spent}
+            if not workers or done != set(workers) or not idle:
+                ends[arm.name] = None
+            else:
+                ends[arm.name] = "evaluations" if judged_out == set(workers) else "budget"
+        return ends
 
     def _publish(self, arm: ArmWorkspace, agent: str, submission: int, commit: str) -> None:
         """``refs/submissions/<agent>/<n>``, which other agents fetch for relays."""

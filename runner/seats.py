@@ -36,8 +36,10 @@ from agents.clients import Client, ClientMissing, KeyMissing, get_client, model_
 from arms.directions import direction_texts
 from arms.prompts import RenderedPrompt, render_keep_going, render_prompt
 from isolation.backends import AgentSpec
+from isolation.fair_use import FairUse, limits_from
 from isolation.host_firewall import HostFirewall, firewall_problem
 from isolation.model_proxy import ModelProxy
+from isolation.spending import TOKEN_BUDGETS, Limit, SpendingLedger, ledger_from
 from isolation.workspace import AgentWorkspace, ArmWorkspace
 from runner.events import EventLog
 from tasks.schema import task_root
@@ -133,6 +135,8 @@ class SeatProxy:
     network: str
     proxy: ModelProxy
     client: Client
+    # The seats' token and cost budgets (isolation/spending.py); None without any.
+    ledger: SpendingLedger | None = None
 
     def environ(self, arm: str, agent: str, environ: Mapping[str, str]) -> dict[str, str]:
         """``environ`` with a new seat token as the key and the proxy as the base URL."""
@@ -167,6 +171,7 @@ def seat_proxy(
     summary: dict[str, Any] = {"network": name}
     proxy: ModelProxy | None = None
     firewall: HostFirewall | None = None
+    ledger = spending_ledger(cfg, events)
     try:
         proxy = ModelProxy(
             client.base_url(environ),
@@ -175,9 +180,12 @@ def seat_proxy(
             host=gateway,
             record=events.add_model_call,
             server_tools=bool(cfg.agent.get("server_tools", False)),
+            fair_use=_fair_use(cfg, summary),
+            spending=ledger,
+            on_budget=ledger.note_refused if ledger is not None else None,
         ).start()
         summary["host_firewall"], firewall = _close_the_host(docker, name, gateway, proxy)
-        yield SeatProxy(name, proxy, client)
+        yield SeatProxy(name, proxy, client, ledger)
     finally:
         if firewall is not None:
             firewall.remove()
@@ -188,6 +196,8 @@ def seat_proxy(
                 refused_connections=proxy.refused_connections,
                 record_errors=proxy.record_errors[:10],
             )
+        if ledger is not None:
+            summary["spending"] = ledger.totals()
         try:
             docker.networks.get(name).remove()
         except Exception as exc:  # a leftover network is untidy, not a reason to lose the run
@@ -195,6 +205,50 @@ def seat_proxy(
         finally:
             docker.close()
             events.set_meta(proxy=summary)
+
+
+def spending_ledger(cfg: DictConfig, events: EventLog | None = None) -> SpendingLedger | None:
+    """The ledger of the run's token and cost budgets (``budget.output_tokens``,
+    ``input_tokens``, ``cost_usd``, each per arm or per seat; ``match`` forces per arm), or
+    None without any. A resumed run's ledger starts from the calls ``events`` already holds."""
+    from runner.config import budget_scope
+
+    budget = cfg.get("budget") or {}
+    limits = [
+        Limit(name, float(budget[name]), budget_scope(cfg, name))
+        for name in TOKEN_BUDGETS
+        if budget.get(name) is not None
+    ]
+    if not limits:
+        return None
+    prices = OmegaConf.to_container(budget.prices, resolve=True) if budget.get("prices") else {}
+    ledger = ledger_from(limits, prices)  # type: ignore[arg-type]
+    for row in events.table("model_calls") if events is not None else []:
+        if row["arm"] and row["agent"]:
+            ledger.add_for(row["arm"], row["agent"], _Recorded(row))
+    return ledger
+
+
+class _Recorded:
+    """A ``model_calls`` row as the ledger reads usage."""
+
+    def __init__(self, row: Mapping[str, Any]) -> None:
+        self.model = str(row.get("model") or "")
+        self.input, self.cache_read = row.get("input"), row.get("cache_read")
+        self.cache_write, self.output = row.get("cache_write"), row.get("output")
+
+
+def run_seats(cfg: DictConfig) -> int:
+    """Every seat of the run, both arms counted: the account's limits are shared among them."""
+    return sum(len(arm.seats) for arm in (cfg.get("arms") or {}).values())
+
+
+def _fair_use(cfg: DictConfig, summary: dict[str, Any]) -> FairUse | None:
+    """The proxy's per-seat limits (``isolation.fair_use``), recorded in the meta's ``proxy``;
+    None without any."""
+    limits = limits_from((cfg.get("isolation") or {}).get("fair_use"), run_seats(cfg))
+    summary["fair_use"] = limits.to_dict() if limits.limited else None
+    return FairUse(limits) if limits.limited else None
 
 
 def _close_the_host(

@@ -121,6 +121,61 @@ def _arm_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
+def budget_problems(cfg: DictConfig) -> list[str]:
+    """The token, cost and matched budgets (``budget.output_tokens`` ... ``budget.scope``,
+    ``budget.prices``, ``match``), one line each; nothing for a config without them (a run
+    saved before they existed)."""
+    from isolation.spending import DEFAULT_PRICE, SCOPES, TOKEN_BUDGETS
+    from runner.config import BUDGET_NAMES
+
+    budget = cfg.budget
+    if "output_tokens" not in budget:
+        return []
+    problems: list[str] = []
+    for key in ("output_tokens", "input_tokens"):
+        _at_least_one(problems, f"budget.{key}", budget[key], True)
+    if budget.cost_usd is not None:
+        _positive(problems, "budget.cost_usd", budget.cost_usd)
+    for key, scope in (budget.get("scope") or {}).items():
+        if scope not in SCOPES:
+            problems.append(f"budget.scope.{key}={scope!r}: use one of {', '.join(SCOPES)}")
+    for model, price in (budget.get("prices") or {}).items():
+        where = f"budget.prices.{model}"
+        if not isinstance(price, DictConfig | dict):
+            problems.append(f"{where}={price!r}: give {{input: USD, output: USD}} per million")
+            continue
+        unknown = sorted(set(price) - {"input", "output", "cache_read", "cache_write"})
+        if unknown:
+            problems.append(f"{where}: unknown key(s) {', '.join(unknown)}")
+        for part in ("input", "output", "cache_read", "cache_write"):
+            if part in ("input", "output") or price.get(part) is not None:
+                _not_negative(problems, f"{where}.{part}", price.get(part))
+    if budget.cost_usd is not None and DEFAULT_PRICE not in (budget.get("prices") or {}):
+        problems.append(
+            f"budget.cost_usd needs budget.prices.{DEFAULT_PRICE}: the price of a model the"
+            " table does not name"
+        )
+    tokens = [k for k in TOKEN_BUDGETS if budget[k] is not None]
+    if tokens and not (cfg.agent.get("client") and cfg.agent.get("network") == "proxy"):
+        problems.append(
+            f"budget.{tokens[0]} is counted at the model proxy: it needs a vendor's CLI in the"
+            f" seats with agent.network=proxy (agent={cfg.agent.get('kind')},"
+            f" agent.network={cfg.agent.get('network')})"
+        )
+    match = cfg.get("match")
+    if match is not None:
+        if match not in BUDGET_NAMES:
+            problems.append(f"match={match!r}: use one of {', '.join(BUDGET_NAMES)}")
+        elif budget.get(match) is None:
+            problems.append(f"match={match} needs budget.{match}=N: the total every arm gets of it")
+        if len(cfg.get("arms") or {}) < 2:
+            problems.append(
+                f"match={match}: one arm has nothing to be matched with"
+                " (experiment=swarm_vs_solo runs two)"
+            )
+    return problems
+
+
 def settings_problems(cfg: DictConfig) -> list[str]:
     """What is wrong with a composed runner config's values, one line each (cheap: no engine,
     no network, nothing written).
@@ -143,6 +198,7 @@ def settings_problems(cfg: DictConfig) -> list[str]:
     )
     if "evaluations" in budget:  # the judge budget, where this version has one
         _at_least_one(problems, "budget.evaluations", budget.evaluations, True)
+    problems += budget_problems(cfg)
     for key in ("runs", "baseline_runs"):
         if not (isinstance(cfg.rejudge[key], int) and cfg.rejudge[key] >= 0):
             problems.append(f"rejudge.{key}={cfg.rejudge[key]}: must be a whole number >= 0")
@@ -160,6 +216,10 @@ def settings_problems(cfg: DictConfig) -> list[str]:
     quota = quota_setting_problem(iso.get("disk_quota_mb"))
     if quota:
         problems.append(quota)
+    from isolation.fair_use import fair_use_problem
+    from runner.seats import run_seats
+
+    problems += [p for p in [fair_use_problem(iso.get("fair_use"), run_seats(cfg))] if p]
     _size(problems, "agent.memory", cfg.agent.memory, optional=True)
     if not str(cfg.agent.image).strip():
         problems.append("agent.image='': name the agents' image")

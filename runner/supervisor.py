@@ -19,6 +19,13 @@ reports (each CLI module's :meth:`~agents.clis.base.Client.count_retries`: Claud
 is read from its session records into the ``tokens`` table every
 :attr:`Supervisor.tokens_every_s` and once more after the agents stop, replacing the agent's
 rows each time.
+
+A seat whose token or cost budget is spent (``isolation.spending``, counted at the model proxy)
+is never restarted: once it asks the proxy for more (and gets its vendor's quota error), exits,
+or :data:`BUDGET_GRACE_S` after its budget ran out, it is stopped and a ``budget_spent`` event
+names the budget (``budget``, ``spent``, ``limit``, ``scope``). Until then it may still act on
+the last reply it got (run the tool call, ``submit`` the commit). :meth:`Supervisor.all_spent`
+says when every seat is done so.
 """
 
 from __future__ import annotations
@@ -32,11 +39,14 @@ from typing import Any
 from agents.clis import get_cli
 from analysis.tokens import TokenRecordError, read_usage
 from isolation.backends import AgentBackend, AgentHandle, AgentSpec
+from isolation.spending import SpendingLedger
 from runner.events import EventLog
 
 # A CLI that fails within this many seconds of its start is backed off before the next one.
 QUICK_EXIT_S = 30.0
 MAX_BACKOFF_S = 120.0
+# A seat whose budget is spent may finish acting on its last reply for this long at most.
+BUDGET_GRACE_S = 120.0
 OUTPUT_LINES = 1_000_000
 
 
@@ -54,6 +64,8 @@ class RunningSeat:
     restart_at: float | None = None
     restart_detail: dict[str, Any] = field(default_factory=dict)
     quick_exits: int = 0
+    # Why the seat was ended for good: its budget_spent event's detail (None: it was not).
+    spent: dict[str, Any] | None = None
 
 
 def has_records(spec: AgentSpec) -> bool:
@@ -87,8 +99,10 @@ class Supervisor:
         *,
         min_restart_interval_s: float = 2.0,
         tokens_every_s: float = 60.0,
+        budgets: SpendingLedger | None = None,
     ) -> None:
         self.backend = backend
+        self.budgets = budgets
         self.events = events
         self.seats = {(s.arm, s.agent): RunningSeat(s) for s in specs}
         self.min_restart_interval_s = min_restart_interval_s
@@ -97,7 +111,72 @@ class Supervisor:
 
     def start_all(self, event: str = "started") -> None:
         for seat in self.seats.values():
+            why = self._spent(seat)
+            if why is not None:  # a resumed run's seat that had spent its budget before
+                spec = seat.spec
+                told = self.events.table(
+                    "lifecycle",
+                    "WHERE event = 'budget_spent' AND arm = ? AND agent = ?",
+                    (spec.arm, spec.agent),
+                )
+                if told:  # recorded before the runner restarted: once is enough
+                    seat.spent = {k: v for k, v in why.items() if k != "at"}
+                else:
+                    self._record_spent(seat, why)
+                continue
             self._start(seat, event)
+
+    def _spent(self, seat: RunningSeat) -> dict[str, Any] | None:
+        if self.budgets is None:
+            return None
+        return self.budgets.seat_spent(seat.spec.arm, seat.spec.agent)
+
+    def _record_spent(self, seat: RunningSeat, why: dict[str, Any]) -> None:
+        seat.spent = {k: v for k, v in why.items() if k != "at"}
+        spec = seat.spec
+        self.events.lifecycle(
+            spec.arm, spec.agent, "budget_spent", restarts=seat.restarts, **seat.spent
+        )
+
+    def _end_if_spent(self, seat: RunningSeat) -> bool:
+        """Stop a seat whose budget is spent once it asked for more, exited, or had
+        :data:`BUDGET_GRACE_S`; True when it is done for good (never restarted)."""
+        if seat.spent is not None:
+            return True
+        why = self._spent(seat)
+        handle = seat.handle
+        if why is None or handle is None or self.budgets is None:
+            return False
+        spec = seat.spec
+        asked = self.budgets.refused(spec.arm, spec.agent)
+        overdue = time.time() - float(why.get("at") or 0) >= BUDGET_GRACE_S
+        running = seat.restart_at is None and handle.running()
+        if running and not (asked or overdue):
+            return False  # still acting on its last reply: it ends when it asks for more
+        if running:
+            if spec.records:
+                self._keep_output(seat, handle)
+            handle.stop(timeout=5)
+        elif seat.restart_at is None:  # it exited on its own
+            code = handle.exit_code()
+            seat.exits.append(code)
+            self.events.lifecycle(
+                spec.arm, spec.agent, "exited", code=code, log_tail=handle.logs_tail(20)
+            )
+            if spec.records:
+                self._keep_output(seat, handle)
+            handle.stop(timeout=1)
+        seat.handle, seat.restart_at = None, None
+        self._record_spent(seat, why)
+        return True
+
+    def all_spent(self) -> bool:
+        """True when every seat was ended by its budget (never without budgets)."""
+        return bool(self.seats) and all(s.spent is not None for s in self.seats.values())
+
+    def spent_seats(self) -> set[tuple[str, str]]:
+        """The (arm, seat) pairs ended by their token or cost budget."""
+        return {key for key, seat in self.seats.items() if seat.spent is not None}
 
     def _start(self, seat: RunningSeat, event: str, **detail: Any) -> None:
         spec = seat.spec
@@ -125,6 +204,8 @@ class Supervisor:
         restarted = 0
         now = time.time()
         for seat in self.seats.values():
+            if self._end_if_spent(seat):
+                continue
             handle = seat.handle
             if handle is None:
                 continue

@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS model_calls (
     error TEXT NOT NULL, started_at REAL NOT NULL, first_byte_at REAL, finished_at REAL NOT NULL,
     bytes_up INTEGER NOT NULL, bytes_down INTEGER NOT NULL, retry_after TEXT NOT NULL,
     model TEXT NOT NULL DEFAULT '', input INTEGER, cache_read INTEGER, cache_write INTEGER,
-    output INTEGER, reasoning INTEGER
+    output INTEGER, reasoning INTEGER, queued_s REAL
 );
 """
 
@@ -68,6 +68,8 @@ LATER_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "model_calls": [
         ("model", "TEXT NOT NULL DEFAULT ''"),
         *((n, "INTEGER") for n in ("input", "cache_read", "cache_write", "output", "reasoning")),
+        # Seconds a call waited at the proxy for its seat's fair-use slot (isolation.fair_use).
+        ("queued_s", "REAL"),
     ],
 }
 

@@ -7,6 +7,7 @@ early output count; ``message_delta`` carries the final counts, which win. Unstr
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -25,6 +26,11 @@ class Anthropic(VendorApi):
     # Typed server tools (versioned names: web_search_20250305) and remote MCP servers.
     server_tools = ("web_search", "web_fetch", "code_execution", "mcp")
 
+    def rate_limit_error(self, message: str) -> bytes:
+        # docs.anthropic.com/en/api/errors: 429 rate_limit_error, in the error envelope.
+        error = {"type": "rate_limit_error", "message": message}
+        return json.dumps({"type": "error", "error": error}).encode()
+
     def tools_in(self, request: dict[str, Any]) -> list[str]:
         tools = request.get("tools") if isinstance(request.get("tools"), list) else []
         found = [
@@ -35,6 +41,12 @@ class Anthropic(VendorApi):
         if request.get("mcp_servers"):
             found.append("mcp_servers")
         return found
+
+    def quota_error(self, message: str) -> tuple[int, dict[str, Any]]:
+        # Anthropic's error shape is {"type": "error", "error": {"type", "message"}}; 429 is
+        # rate_limit_error, "Your account has hit a rate limit", which is also how a
+        # workspace's spend limit is answered (https://docs.anthropic.com/en/api/errors).
+        return 429, {"type": "error", "error": {"type": "rate_limit_error", "message": message}}
 
     def usage_of(self, objects: list[Any]) -> TokenUsage | None:
         usage: dict[str, Any] | None = None

@@ -109,6 +109,25 @@ class VendorApi:
         it), or None when it reported none (an error, a model listing, a token count)."""
         return self.usage_of(response_objects(body, content_type))
 
+    def rate_limit_error(self, message: str) -> bytes:
+        """The body of the vendor's 429 when its rate limit is hit (the proxy's fair use
+        answers with it, so a CLI backs off and retries as it would for the vendor)."""
+        return json.dumps({"error": {"type": "rate_limit_error", "message": message}}).encode()
+
+    def quota_error(self, message: str) -> tuple[int, dict[str, Any]]:
+        """The vendor's own answer to a request over an exhausted quota: (HTTP status, JSON
+        body), what the model proxy sends a seat whose token or cost budget is spent
+        (``isolation.spending``). By default OpenAI's shape, which OpenAI-compatible servers
+        copy."""
+        return 429, {
+            "error": {
+                "message": message,
+                "type": "insufficient_quota",
+                "param": None,
+                "code": "insufficient_quota",
+            }
+        }
+
     def stream_error(self, body: bytes, content_type: str = "") -> str | None:
         """The first error the vendor sent inside a response, or None."""
         for obj in response_objects(body, content_type):

@@ -7,6 +7,7 @@ in a chunk (its ``status``).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -31,9 +32,20 @@ class Gemini(VendorApi):
     # Tool kinds (a tool is an object keyed by its kind).
     server_tools = ("googleSearch", "googleSearchRetrieval", "urlContext", "codeExecution")
 
+    def rate_limit_error(self, message: str) -> bytes:
+        # ai.google.dev/gemini-api/docs/troubleshooting: 429 RESOURCE_EXHAUSTED (rate limit).
+        error = {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED"}
+        return json.dumps({"error": error}).encode()
+
     def tools_in(self, request: dict[str, Any]) -> list[str]:
         tools = request.get("tools") if isinstance(request.get("tools"), list) else []
         return [k for t in tools if isinstance(t, dict) for k in t if k in self.server_tools]
+
+    def quota_error(self, message: str) -> tuple[int, dict[str, Any]]:
+        # 429 RESOURCE_EXHAUSTED, the Google API error shape {"error": {"code", "message",
+        # "status"}}: "You've exceeded the rate limit" or the quota
+        # (https://ai.google.dev/gemini-api/docs/troubleshooting#error-codes).
+        return 429, {"error": {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED"}}
 
     def usage_of(self, objects: list[Any]) -> TokenUsage | None:
         counts: dict[str, Any] | None = None

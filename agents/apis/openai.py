@@ -10,6 +10,7 @@ chunk.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -40,6 +41,11 @@ class OpenAI(VendorApi):
     billing_headers = frozenset({"openai-organization", "openai-project"})
     # Responses tool types; Chat Completions' web_search_options is a key of the request.
     server_tools = ("web_search", "file_search", "code_interpreter", "mcp")
+
+    def rate_limit_error(self, message: str) -> bytes:
+        # platform.openai.com/docs/guides/error-codes: 429 "Rate limit reached for requests".
+        error = {"message": message, "type": "requests", "param": None}
+        return json.dumps({"error": {**error, "code": "rate_limit_exceeded"}}).encode()
 
     def tools_in(self, request: dict[str, Any]) -> list[str]:
         tools = request.get("tools") if isinstance(request.get("tools"), list) else []
@@ -74,6 +80,11 @@ class OpenAI(VendorApi):
             ):
                 found, model = obj["usage"], str(obj.get("model") or model)
         return None if found is None else with_model(api_usage(found), model)
+
+    def quota_error(self, message: str) -> tuple[int, dict[str, Any]]:
+        # 429 insufficient_quota, "You exceeded your current quota, please check your plan and
+        # billing details" (https://platform.openai.com/docs/guides/error-codes/api-errors).
+        return super().quota_error(message)
 
     def error_of(self, obj: dict[str, Any]) -> str | None:
         kind = obj.get("type")

@@ -5,6 +5,7 @@ colour), never one artist per event, so a million-event run draws in about the t
 does. A figure that has nothing to show is skipped with a note saying why, never drawn empty.
 
 One module per kind of figure: :mod:`~analysis.figures.scores` (best so far, each seed's best),
+:mod:`~analysis.figures.spend` (best so far against output tokens and evaluations used),
 :mod:`~analysis.figures.timeline` (the judge's timeline), :mod:`~analysis.figures.counts`
 (verdict mix, token cost), :mod:`~analysis.figures.activity` (agent activity); what they draw
 with is in :mod:`~analysis.figures.draw`.
@@ -24,6 +25,7 @@ from analysis.figures.activity import agent_activity
 from analysis.figures.counts import token_cost, verdict_mix
 from analysis.figures.draw import VERDICT_COLOURS, FigureResult, arm_colours
 from analysis.figures.scores import best_so_far, seeds_best
+from analysis.figures.spend import best_vs_evaluations, best_vs_tokens
 from analysis.figures.timeline import judge_timeline
 from analysis.tables import Tables
 
@@ -33,6 +35,8 @@ __all__ = [
     "agent_activity",
     "arm_colours",
     "best_so_far",
+    "best_vs_evaluations",
+    "best_vs_tokens",
     "judge_timeline",
     "make_figures",
     "seeds_best",
@@ -42,6 +46,8 @@ __all__ = [
 
 _FIGURES: list[tuple[str, Callable[[Tables, Path], FigureResult]]] = [
     ("best_so_far", best_so_far),
+    ("best_vs_tokens", best_vs_tokens),
+    ("best_vs_evaluations", best_vs_evaluations),
     ("judge_timeline", judge_timeline),
     ("verdict_mix", verdict_mix),
     ("agent_activity", agent_activity),

@@ -150,3 +150,19 @@ def baseline_of(tables: Tables) -> float | None:
 def metric_of(tables: Tables) -> Metric:
     """The task's metric (one task per run or sweep): axis labels and direction come from it."""
     return tables.runs[0].metric
+
+
+def limit_line(ax: Any, x: float, text: str) -> None:
+    """A grey vertical line at ``x`` (a deadline, a budget) labelled ``text`` along it."""
+    ax.axvline(x, color="grey", lw=0.8, alpha=0.6)
+    ax.annotate(
+        text,
+        (x, 0.5),
+        xycoords=("data", "axes fraction"),
+        xytext=(-10, 0),
+        textcoords="offset points",
+        fontsize=8,
+        color="grey",
+        rotation=90,
+        va="center",
+    )

@@ -11,6 +11,7 @@ from analysis.figures.draw import (
     arm_colours,
     arms_of,
     baseline_of,
+    limit_line,
     metric_of,
     new_figure,
     save,
@@ -79,18 +80,7 @@ def best_so_far(tables: Tables, path: Path) -> FigureResult:
             )
     budget = tables.runs[0].budget_minutes
     if budget:
-        ax.axvline(budget, color="grey", lw=0.8, alpha=0.6)
-        ax.annotate(
-            "deadline",
-            (budget, 0.5),
-            xycoords=("data", "axes fraction"),
-            xytext=(-10, 0),
-            textcoords="offset points",
-            fontsize=8,
-            color="grey",
-            rotation=90,
-            va="center",
-        )
+        limit_line(ax, budget, "deadline")
     ax.set_xlabel("minutes since the run started (verdict time)")
     ax.set_ylabel(metric.label + ("" if metric.higher_is_better else " (lower is better)"))
     ax.set_ylim(bottom=0)

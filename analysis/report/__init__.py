@@ -13,6 +13,8 @@ One module per job:
 - :mod:`~analysis.report.run_report`, :mod:`~analysis.report.sweep_report`: a run's and a
   sweep's ``report.md``, section by section;
 - the sections: :mod:`~analysis.report.arms` (facts and arms tables),
+  :mod:`~analysis.report.budgets` (the run's budgets, each arm's spend, which budget ended each
+  seat, and the finding on an arm that ended with budget unspent),
   :mod:`~analysis.report.endpoint` (model endpoint), :mod:`~analysis.report.measured` (the
   formulas), :mod:`~analysis.report.relays`, :mod:`~analysis.report.ledger` (dead ends);
 - "What is not solid": :mod:`~analysis.report.findings` (one function per finding, the list

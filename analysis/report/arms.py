@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.report.budgets import budgets_text
 from analysis.report.markdown import clock, num, pct, seconds, short, table
 from analysis.tables import RunInfo
 from judge import Metric
@@ -36,7 +37,7 @@ def facts_table(run: RunInfo) -> list[str]:
         ["status", run.status if run.finished else f"**{run.status} (INCOMPLETE)**"],
         [
             "budget",
-            f"{num(run.budget_minutes)} min (drain {budget.get('drain_minutes', '-')} "
+            f"{budgets_text(run)} (drain {budget.get('drain_minutes', '-')} "
             f"min); ran {num(run.run_seconds)} s",
         ],
         ["started / ended", f"{clock(run.started_at)} / {clock(run.ended_at)}"],

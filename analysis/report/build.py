@@ -91,8 +91,27 @@ def build_report(path: Path, out_dir: Path | None = None) -> Report:
         text = run_report(tables, figures, led, report)
     else:
         text = sweep_report(tables, figures, led, report, path)
-    report.write_text(text)
+    # The live view's page as one file beside the report, linked from its top.
+    from analysis.view.cli import export
+
+    export(path, out / VIEW_FILE, tables=tables)
+    report.write_text(link_view(text))
     return Report(path=report, tables=tables, figures=figures, ledger=led)
+
+
+#: The exported view (``python -m analysis.view DIR --export``) next to ``report.md``.
+VIEW_FILE = "view.html"
+
+
+def link_view(text: str) -> str:
+    """The report with one line linking the exported view, before its first section (after
+    the title and any warning above it)."""
+    line = (
+        "The live view of this record as one page (race, judge, board, submissions, lineage,"
+        f" cost; opens offline): [{VIEW_FILE}]({VIEW_FILE})."
+    )
+    head, sep, rest = text.partition("\n## ")
+    return f"{head}\n{line}\n\n## {rest}" if sep else f"{text}\n{line}\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -82,6 +82,7 @@ def endpoint_section(tables: Tables, run: RunInfo) -> list[str]:
                 f"- {o.arm}/{o.agent}: {num(o.lost_s)} s in {o.outages} outage(s) "
                 f"({o.failed} failed call(s): {shown}){still}."
             )
+    out += fair_use_lines(tables, run)
     seatless = int(((calls["arm"] == "") | (calls["agent"] == "")).sum())
     if seatless:
         out += ["", f"{seatless} call(s) without a seat token were refused by the proxy."]
@@ -116,6 +117,35 @@ def endpoint_section(tables: Tables, run: RunInfo) -> list[str]:
             "lower bound.",
         ]
     return [*out, ""]
+
+
+def fair_use_lines(tables: Tables, run: RunInfo) -> list[str]:
+    """What the seats' fair-use limits cost each arm (``isolation.fair_use``): the seconds its
+    calls waited for their seat's slot, and the calls answered 429 past the wait's bound."""
+    calls = tables.model_calls
+    calls = calls[(calls["run_id"] == run.run_id) & (calls["agent"] != "")]
+    limits = (run.meta.get("proxy") or {}).get("fair_use")
+    refused = calls["error"].str.startswith("fair use")
+    waited = calls["queued_s"].astype(float) > 0
+    if not limits and not (waited.any() or refused.any()):
+        return []
+    words = {"concurrency": "{} in flight", "rpm": "{:g} a minute", "max_wait_s": "waits <= {:g} s"}
+    limits = limits if isinstance(limits, dict) else {}
+    shown = ", ".join(words[k].format(v) for k, v in limits.items() if k in words and v is not None)
+    parts = []
+    for arm in run.arms:
+        mine = calls["arm"] == arm
+        seconds = num(calls.loc[mine, "queued_s"].sum())
+        parts.append(
+            f"{arm} {int((mine & waited).sum())} call(s) waited {seconds} s in all,"
+            f" {int((mine & refused).sum())} answered 429"
+        )
+    return [
+        "",
+        f"Fair use of the account (per seat: {shown or '-'}; `isolation/fair_use.py`): "
+        + "; ".join(parts)
+        + ". A wait is seat time lost to the arm's own share, not to the endpoint.",
+    ]
 
 
 def endpoint_sweep(tables: Tables) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from analysis.report.asymmetries import ASYMMETRIES
+from analysis.report.budgets import unspent_budget
 from analysis.report.markdown import num, short
 from analysis.report.noise import noise_findings
 from analysis.report.seat_time import disk_quota, early_exits, endpoint_losses, idlers
@@ -206,6 +207,7 @@ FINDINGS: list[Finding] = [
     local_isolation,
     one_arm,
     *ASYMMETRIES,
+    unspent_budget,
     endpoint_losses,
     host_firewall,
     wire_gap,

@@ -8,6 +8,7 @@ import pandas as pd
 
 from analysis.figures import FigureResult
 from analysis.report.arms import arms_table, facts_table
+from analysis.report.budgets import budget_section, run_budgets
 from analysis.report.endpoint import endpoint_section
 from analysis.report.findings import not_solid
 from analysis.report.ledger import ledger_section
@@ -42,6 +43,7 @@ def run_report(tables: Tables, figures: list[FigureResult], led: pd.DataFrame, o
         "",
         *arms_table(tables.arms, False, run.metric),
         "",
+        *(budget_section(tables, run) if run_budgets(run) else []),
         *endpoint_section(tables, run),
         *server_section(tables, run),
         "## The formulas, measured",

@@ -11,6 +11,7 @@ import pandas as pd
 from analysis import stats
 from analysis.figures import FigureResult
 from analysis.report.arms import arms_table
+from analysis.report.budgets import budgets_text
 from analysis.report.endpoint import endpoint_sweep
 from analysis.report.findings import not_solid
 from analysis.report.markdown import num, table
@@ -91,7 +92,7 @@ def sweep_report(
             r.seed,
             r.status,
             r.agent_kind,
-            num(r.budget_minutes),
+            budgets_text(r),
             ", ".join(r.arms),
         ]
         for r in tables.runs
@@ -103,7 +104,7 @@ def sweep_report(
     lines += [
         "## Jobs",
         "",
-        *table(["job", "seed", "status", "agent kind", "budget (min)", "arms"], jobs),
+        *table(["job", "seed", "status", "agent kind", "budgets", "arms"], jobs),
         "",
         "## Arms, per seed",
         "",

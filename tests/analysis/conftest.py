@@ -419,6 +419,7 @@ def vary(
     no_model_calls_table: bool = False,
     legacy: bool = False,
     latency: bool = False,
+    budgets: bool = False,
 ) -> FixtureRun:
     """Turn a copy of the fixture run into a variant: another status (no ``ended_at`` unless
     finished), another seed and run id, token records, a prompt only the solo arm has, the
@@ -426,7 +427,8 @@ def vary(
 
     ``legacy``: a record made before kinds owned their metric (no ``metric`` in the meta, no
     ``score``/``baseline_score`` in the metrics). ``latency``: the same numbers read as a
-    lower-is-better metric (x_baseline = baseline / score, as such a kind writes it)."""
+    lower-is-better metric (x_baseline = baseline / score, as such a kind writes it).
+    ``budgets``: a matched-budget run (see :func:`_budgets`)."""
     events = EventLog(run.path / "events.sqlite")
     meta = events.meta()
     config = meta["config"]
@@ -475,6 +477,8 @@ def vary(
             events.set_meta(metric=LATENCY_METRIC)
     if model_calls:
         _model_calls(events)
+    if budgets:
+        _budgets(events)
     if no_model_calls_table:
         # Last: opening an EventLog again would create the table anew.
         with events.connect() as db:
@@ -522,6 +526,59 @@ def _model_calls(events: EventLog) -> None:
                 retry_after="2" if upstream == 429 else "",
             )
         )
+
+
+#: (arm, agent, start s, output tokens) of :func:`_budgets`' calls (each ends 2 s later).
+BUDGET_CALLS = [
+    ("swarm", "w1", 8.0, 1500),
+    ("swarm", "w2", 28.0, 1000),
+    ("solo", "w1", 15.0, 700),
+    ("swarm", "w2", 60.0, 800),
+    ("solo", "w1", 70.0, 500),
+]
+#: The budgets :func:`_budgets` records (``runner.config.budgets_meta``'s shape).
+BUDGETS = {
+    "minutes": RUN_S / 60,
+    "output_tokens": {"limit": 3000, "scope": "per_arm"},
+    "evaluations": {"limit": 6, "scope": "per_arm"},
+    "match": "output_tokens",
+}
+
+
+def _budgets(events: EventLog) -> None:
+    """A run under matched budgets (3,000 output tokens and 6 evaluations per arm) whose seats
+    went through the proxy: swarm spends 3,300 tokens (its pool ran out at second 62: w1 and w2
+    get ``budget_spent`` events, the critic made no call) and its 6 evaluations; solo spends
+    1,200 tokens and 3 evaluations, ending with both budgets unspent."""
+    client = {"name": "claude_code", "proxy": True, "network": "proxy"}
+    events.set_meta(client=client, budgets=BUDGETS, ended_by="deadline")
+    for arm, agent, t0, output in BUDGET_CALLS:
+        events.add_model_call(
+            ModelCall(
+                arm, agent, "POST", "/v1/messages", T0 + t0, status=200, upstream_status=200,
+                first_byte_at=T0 + t0 + 0.1, finished_at=T0 + t0 + 2, bytes_up=1000,
+                bytes_down=500, model="model-x", input=100, cache_read=50, cache_write=0,
+                output=output, reasoning=0,
+            )
+        )  # fmt: skip
+    # Fair use (isolation.fair_use): one of solo's calls waited 3.5 s for its slot, one of
+    # swarm/w2's was answered 429 past the bound (never forwarded).
+    fair = {"concurrency": 2, "rpm": 20.0, "max_wait_s": 60.0}
+    events.set_meta(proxy={"network": "swarmlab-seats-x", "calls": 6, "fair_use": fair})
+    with events.connect() as db:
+        db.execute("UPDATE model_calls SET queued_s = 3.5 WHERE arm = 'solo' AND id = ("
+                   "SELECT min(id) FROM model_calls WHERE arm = 'solo')")  # fmt: skip
+    events.add_model_call(
+        ModelCall(
+            "swarm", "w2", "POST", "/v1/messages", T0 + 50, status=429, finished_at=T0 + 110,
+            error="fair use: swarmlab fair use: ...", retry_after="3", queued_s=60.0,
+        )
+    )  # fmt: skip
+    for agent in ("w1", "w2"):
+        events.lifecycle(
+            "swarm", agent, "budget_spent", budget="output_tokens", spent=3300, limit=3000
+        )
+        _stamp(events, "lifecycle", _last_id(events, "lifecycle"), T0 + 62)
 
 
 def _rechecks(events: EventLog, run: FixtureRun) -> None:

@@ -148,6 +148,7 @@ def test_figures_are_valid_pngs(built):
     figures = _pngs(built.path)
     assert set(figures) == {
         "best_so_far.png",
+        "best_vs_evaluations.png",
         "judge_timeline.png",
         "verdict_mix.png",
         "agent_activity.png",

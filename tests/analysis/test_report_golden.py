@@ -43,6 +43,8 @@ def _check(name: str, text: str) -> None:
         # Re-judged bests, token records and proxied model calls: the optional sections.
         ("run_rejudged", {"rechecks": True, "tokens": True, "model_calls": True}),
         ("run_incomplete", {"status": "running", "seed": 3, "solo_prompt": "other"}),
+        # Matched budgets: the budgets section, the unspent flag, best against tokens.
+        ("run_budgets", {"budgets": True}),
     ],
 )
 def test_run_report_matches_its_golden_copy(template_run, tmp_path, name, options):

@@ -16,7 +16,8 @@ import pytest
 from judge import compose_judge_config
 from judge.kinds.decode_mutants import WRAPPER
 from judge.kinds.decode_scaffold import write_decode_task
-from judge.preflight import catalogue, catalogue_problem, load_mutants
+from judge.preflight import catalogue, catalogue_problem, expectation, load_mutants, matches
+from judge.verdict import Evaluation, Verdict
 from tasks.schema import PROJECT_ROOT
 
 FASTER = """
@@ -63,6 +64,38 @@ def test_an_empty_mutants_file_does_not_pass_alone_and_bad_keys_are_refused(
     assert catalogue_problem(cfg, load_mutants(cfg)) is not None
     (task / "mutants.yaml").write_text("- {name: x, patch: null, expect: PASS, tree: evil}\n")
     with pytest.raises(ValueError, match="unknown keys tree"):
+        load_mutants(cfg)
+
+
+def test_also_accept_names_other_right_verdicts_and_nothing_else(
+    task: Path, tmp_path: Path
+) -> None:
+    cfg = _cfg(task, tmp_path)
+    (task / "mutants.yaml").write_text(
+        "- {name: relay, patch: null, expect: PASS, max_x_baseline: 2.0,"
+        " also_accept: ['WRONG (b1_regression)']}\n"
+    )
+    [relay] = load_mutants(cfg)
+    assert expectation(relay) == "PASS x<=2 or WRONG (b1_regression)"
+
+    def judged(verdict: str, reason: str = "", x: float | None = None) -> Evaluation:
+        metrics = {} if x is None else {"x_baseline": x}
+        return Evaluation(0, "a", "b", "c", Verdict(verdict), reason, metrics=metrics)
+
+    assert matches(relay, judged("PASS", x=1.0))
+    assert matches(relay, judged("WRONG", "b1_regression"))
+    assert not matches(relay, judged("PASS", x=3.0))  # the gain bound still holds for a PASS
+    assert not matches(relay, judged("WRONG", "mismatch"))
+    assert not matches(relay, judged("ERROR", "infrastructure"))
+    (task / "mutants.yaml").write_text(
+        "- {name: relay, patch: null, expect: PASS, also_accept: 'WRONG'}\n"
+    )
+    with pytest.raises(ValueError, match="also_accept must be a list"):
+        load_mutants(cfg)
+    (task / "mutants.yaml").write_text(
+        "- {name: relay, patch: null, expect: PASS, also_accept: ['FINE']}\n"
+    )
+    with pytest.raises(ValueError, match="also_accept must be a list"):
         load_mutants(cfg)
 
 

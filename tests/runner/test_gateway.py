@@ -352,6 +352,42 @@ def test_an_arms_judge_budget_refuses_more_and_ends_once_all_were_judged(lab):
     assert not Gateway(lab.events, lab.queue, [lab.swarm, lab.solo]).budget_spent()  # no budget
 
 
+def test_a_seats_own_judge_budget_and_token_spent_seats_end_an_arm(lab):
+    gateway = Gateway(lab.events, lab.queue, [lab.swarm, lab.solo], evaluations_per_seat=1)
+    w1, w2, solo = lab.swarm.agents["w1"], lab.swarm.agents["w2"], lab.solo.agents["w1"]
+    send(w1, {"op": "submit", "commit": commit(w1, 31)}, name="a")
+    send(solo, {"op": "submit", "commit": commit(solo, 33)}, name="c")
+    gateway.poll()
+    send(w1, {"op": "submit", "commit": commit(w1, 34)}, name="d")  # w1's second: refused
+    send(w2, {"op": "submit", "commit": commit(w2, 32)}, name="b")  # w2's first: taken
+    gateway.poll()
+    assert reply(w1, "a")["ok"] and reply(w2, "b")["ok"] and reply(solo, "c")["ok"]
+    assert "your judge budget is spent (1 evaluations per seat)" in reply(w1, "d")["error"]
+    # Submitted, not judged: no arm is done yet.
+    assert gateway.arms_ended() == {"swarm": None, "solo": None}
+    for s in lab.events.table("submissions"):
+        finish(lab.queue, s["job_id"])
+    gateway.poll()
+    # Every worker spent its own; the critic (it never submits) holds nothing back.
+    assert gateway.arms_ended() == {"swarm": "evaluations", "solo": "evaluations"}
+    assert gateway.budget_spent()
+
+    # Per arm, a mix: the solo arm's judge budget is spent, the swarm's seats spent their
+    # tokens (the supervisor's (arm, seat) pairs), one after the other.
+    mixed = Gateway(lab.events, lab.queue, [lab.swarm, lab.solo], evaluations_per_arm=5)
+    assert mixed.arms_ended() == {"swarm": None, "solo": None}
+    assert mixed.arms_ended({("swarm", "w1")})["swarm"] is None  # w2 can still submit
+    ends = mixed.arms_ended({("swarm", "w1"), ("swarm", "w2"), ("solo", "w1")})
+    assert ends == {"swarm": "budget", "solo": "budget"} and not mixed.budget_spent()
+    # A spent seat's submission still waiting for its verdict holds the end back.
+    send(solo, {"op": "submit", "commit": commit(solo, 35)}, name="e")
+    mixed.poll()
+    assert mixed.arms_ended({("solo", "w1")})["solo"] is None
+    finish(lab.queue, lab.events.table("submissions")[-1]["job_id"])
+    mixed.poll()
+    assert mixed.arms_ended({("solo", "w1")})["solo"] == "budget"
+
+
 class Crash(Exception):
     pass
 

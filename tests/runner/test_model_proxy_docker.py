@@ -119,7 +119,14 @@ def test_a_seat_reaches_the_proxy_and_nothing_else(docker_client, base_image, tm
     if problem and os.environ.get("CI", "").lower() in ("", "0", "false"):
         pytest.skip(f"host firewall: {problem}")
     tag = f"{os.getpid()}-{time.time_ns() % 10**6}"
-    cfg = OmegaConf.create({"agent": {"client": "claude_code", "network": "proxy"}})
+    cfg = OmegaConf.create(
+        {
+            "agent": {"client": "claude_code", "network": "proxy"},
+            # Equal shares of the account over the run's two seats (isolation/fair_use.py).
+            "isolation": {"fair_use": {"account_rpm": 120, "account_concurrency": 4}},
+            "arms": {"swarm": {"seats": [{"name": "w1"}]}, "solo": {"seats": [{"name": "w1"}]}},
+        }
+    )
     events = EventLog(tmp_path / "events.sqlite")
     service = _HostService()
     endpoint = ENDPOINTS["anthropic"](session_script("anthropic"), api_key=KEY)
@@ -149,6 +156,7 @@ def test_a_seat_reaches_the_proxy_and_nothing_else(docker_client, base_image, tm
     assert on_seats["proxy"] == 200, results
     assert all(r.authorized for r in endpoint.requests)  # the key was the proxy's
     meta = events.meta()["proxy"]
+    assert meta["fair_use"] == {"concurrency": 2, "rpm": 60.0, "max_wait_s": 60.0}, meta
     assert meta["host_firewall"].startswith("on: "), meta
     assert f"swarmlab {meta['network']}" in rules.stdout  # while it ran
     after = subprocess.run(["iptables", "-S", "INPUT"], capture_output=True, text=True).stdout

@@ -7,10 +7,12 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -73,9 +75,18 @@ def test_a_run_to_its_end_writes_its_summary(judge_private_dir, base_image, tmp_
     run_dir = tmp_path / "run"
     post_then_submit = '"cd /work/repo && board post done && submit -m first --wait; sleep 1000"'
     args = _base(judge_private_dir, run_dir, CEILING_MINUTES, post_then_submit, (2, 1), 1)
-    proc = _runner("arm=solo", "judge.preflight=skip", *args)
+    proc = _runner("arm=solo", "judge.preflight=skip", "view=true", *args)
+    # view=true: the live view's address comes first (a taken port is said before it), and
+    # it answers while the run goes on.
+    first = [proc.stderr.readline() for _ in range(2)]
+    url = re.search(r"http://\S+/", "".join(first))
+    assert url and "analysis.view" in first[0], first
+    with urllib.request.urlopen(url.group(0) + "api/changes?since=0", timeout=60) as res:
+        assert res.status == 200
     out, err = proc.communicate(timeout=1500)
     assert proc.returncode == 0, err
+    with pytest.raises(OSError):  # stopped with the run
+        urllib.request.urlopen(url.group(0), timeout=5)
     assert "solo" in out and f"results: {run_dir}" in out
     assert "left]" in err  # progress lines while it ran (an evaluation takes well over 5 s)
     assert "judge budget is spent" in err
