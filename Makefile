@@ -31,16 +31,14 @@ $(STAMP): pyproject.toml | $(PY)
 engine:
 	@bash scripts/docker-engine.sh ensure
 
-<<<<<<< HEAD
 # A one-node SLURM cluster on this machine for the tests marked `slurm` (root: installs slurm-wlm
 # and munge when missing, ~15 s). Elsewhere those tests skip, except under CI, where they fail.
 slurm:
 	@bash scripts/slurm-cluster.sh ensure || { [ -z "$${CI:-}" ] && echo "no SLURM cluster here: the slurm tests will skip" >&2; }
-=======
+
 # Debian's headless Chromium and chromedriver for the view's browser tests (~50 s once).
 browser:
 	@bash scripts/browser.sh ensure
->>>>>>> main
 
 image: $(STAMP) engine
 	@$(PY) -m isolation.images
