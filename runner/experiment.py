@@ -62,6 +62,12 @@ AGENTS_DIR = PROJECT_ROOT / "agents"
 # (budget.evaluations) was judged, or once every seat's token or cost budget was spent
 # ("budget"). Each drains, re-judges and counts as finished.
 NORMAL_ENDS = ("deadline", "evaluations", "budget")
+# SIGTERM in a SLURM job: SLURM preempts, cancels or ends a job that way (then SIGKILL after
+# its grace time), and requeues a preempted one in the same folder. The agents are stopped and
+# the run is left unfinished (nothing withdrawn, no summary), so the requeued job, or
+# `python -m runner resume=DIR`, continues it with nothing lost. Exit status 143.
+PREEMPTED = "preempted"
+PREEMPTED_STATUS = 143
 
 
 def clock(epoch: float) -> str:
@@ -375,6 +381,14 @@ class Run:
                 finally:
                     supervisor.stop_all(self.stopping or reason, grace_s=self.stop_grace_s)
                     backend.cleanup(run_id)
+            if reason == PREEMPTED:
+                self.events.set_meta(preempted_at=time.time())
+                say(
+                    "stopped by SLURM (SIGTERM): the agents are stopped and the run is left"
+                    f" unfinished; a requeued job or `python -m runner resume={self.run_dir}`"
+                    " continues it"
+                )
+                return PREEMPTED_STATUS
             self.events.set_meta(ended_by=reason)
             self.drain(gateway, queue, link, reason)
             if reason in NORMAL_ENDS:
@@ -425,7 +439,10 @@ class Run:
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             self.signals += 1
-            if self.signals == 1:
+            if self.signals == 1 and signum == signal.SIGTERM and os.environ.get("SLURM_JOB_ID"):
+                self.stopping = self.stopping or PREEMPTED
+                say("SIGTERM from SLURM: stopping the agents; the run stays resumable")
+            elif self.signals == 1:
                 self.stopping = self.stopping or "interrupted"
                 say(
                     "stopping: agents are being stopped; the results so far will be written"

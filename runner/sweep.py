@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from judge import stop_services
 from runner.config import register_configs
 from runner.events import EventLog
-from runner.experiment import REFUSED, Run, resume_experiment, say
+from runner.experiment import PREEMPTED_STATUS, REFUSED, Run, resume_experiment, say
 
 JOB_FILE = "job.json"
 # What SLURM tells a job about itself (sbatch's output environment), as job.json's ``slurm``.
@@ -167,6 +167,12 @@ def run_job(cfg: DictConfig, run_dir: Path) -> int:
         _INTERRUPTED.append(run_dir)
         outcome = "interrupted"
         error = "interrupted (SIGINT/SIGTERM): the summary holds the results until then"
+    elif status == PREEMPTED_STATUS:
+        outcome = "interrupted"
+        error = (
+            "stopped by SLURM (SIGTERM: preempted, cancelled or at its limit): the run is left"
+            " unfinished; the requeued job, or `python -m runner resume=DIR`, continues it"
+        )
     else:
         outcome = "failed"
         error = error or f"exit status {status}"

@@ -135,14 +135,27 @@ def test_sigterm_stops_agents_and_keeps_partial_results(judge_private_dir, base_
     assert _containers(run_dir) == []
 
 
-def test_sigkill_then_resume_loses_no_submission(judge_private_dir, base_image, tmp_path):
+@pytest.mark.parametrize("stop", ["sigkill", "slurm_sigterm"])
+def test_sigkill_then_resume_loses_no_submission(judge_private_dir, base_image, tmp_path, stop):
+    """Killed outright, or sent SIGTERM inside a SLURM job (how SLURM preempts, cancels or ends
+    one): the run stays unfinished, and ``resume=DIR`` ends it with nothing lost. After the
+    SIGTERM the agents' containers are gone before the runner exits (143), none left working."""
     run_dir = tmp_path / "run"
     args = _base(judge_private_dir, run_dir, CEILING_MINUTES, evaluations=1)
-    proc = _runner("arm=solo", "judge.preflight=skip", *args)
+    env = {**os.environ, "SLURM_JOB_ID": "4242"} if stop == "slurm_sigterm" else None
+    proc = _runner("arm=solo", "judge.preflight=skip", *args, env=env)
     db = run_dir / "events.sqlite"
     _wait_for(lambda: db.exists() and EventLog(db).table("submissions"), 120, "a submission")
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    if stop == "sigkill":
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    else:
+        os.killpg(proc.pid, signal.SIGTERM)  # SLURM signals every process of the job
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 143, err
+        assert "stopped by SLURM" in err and "resume=" in err, err
+        assert _containers(run_dir) == []
+        assert EventLog(db).meta()["preempted_at"] > 0
     events = EventLog(db)
     assert events.meta()["status"] == "running"
     resumed = _runner(f"resume={run_dir}")
@@ -153,7 +166,11 @@ def test_sigkill_then_resume_loses_no_submission(judge_private_dir, base_image, 
     assert {e["job_id"] for e in evaluations} == {s["job_id"] for s in submissions}
     assert len({s["commit_sha"] for s in submissions}) == 1
     kinds = [r["event"] for r in events.table("lifecycle")]
-    assert kinds[:2] == ["started", "resumed"] and "restarted" in kinds
+    if stop == "slurm_sigterm":  # its agents were stopped in order, then resumed
+        assert kinds[:3] == ["started", "stopped", "resumed"], kinds
+    else:
+        assert kinds[:2] == ["started", "resumed"], kinds
+    assert "restarted" in kinds
     assert events.meta()["status"] == "finished"
     assert _containers(run_dir) == []
 
