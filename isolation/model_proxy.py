@@ -21,7 +21,9 @@ With a ``spending`` ledger (:mod:`isolation.spending`: the run's token and cost 
 answered call's usage is counted, and a request of a seat whose budget is spent gets the
 vendor's own quota error (429) instead of a forward: recorded with no upstream status and
 ``error`` ``refused: budget NAME spent``, and ``on_budget`` tells the runner. Calls in flight
-when a limit is crossed finish (their tokens count: the overshoot is on record).
+when a limit is crossed finish (their tokens count: the overshoot is on record). A seat that
+hangs up mid-stream is still charged: the proxy reads the vendor's stream to its end, where the
+usage is, before it records the call.
 
 Responses are streamed through as they arrive (server-sent events chunk by chunk), never
 buffered. The proxy forwards only the model routes of its vendor's API (under the base URL's
@@ -663,6 +665,7 @@ class ModelProxy:
                         self.wfile.flush()
                     except OSError as exc:
                         self._seat_gone(call, exc)
+                        self._read_to_the_end(call, response, kept)
                         return False
                 if chunked:
                     try:
@@ -672,6 +675,25 @@ class ModelProxy:
                         self._seat_gone(call, exc)
                         return False
                 return True
+
+            def _read_to_the_end(
+                self, call: ModelCall, response: http.client.HTTPResponse, kept: bytearray
+            ) -> None:
+                """The rest of a response whose seat went away, read and kept, not sent: a
+                vendor reports a stream's usage at its end (Anthropic's ``message_delta``, the
+                final chunk of OpenAI's), so a seat that hung up before it would otherwise have
+                its generation never counted against its budget. Ends with the vendor's
+                stream, or on a broken one (what was kept still counts)."""
+                while True:
+                    try:
+                        data = response.read1(READ_SIZE)
+                    except (OSError, http.client.HTTPException):
+                        return
+                    if not data:
+                        return
+                    call.bytes_down += len(data)
+                    if call.bytes_down <= KEEP_BYTES:
+                        kept += data
 
             def _pass_back(self, call: ModelCall, response: http.client.HTTPResponse) -> None:
                 bodiless = _bodiless(response.status)

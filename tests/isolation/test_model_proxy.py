@@ -391,6 +391,73 @@ def test_a_seat_that_goes_away_mid_stream_is_recorded_with_what_was_sent(slow_st
     assert not failed(call.__dict__)  # the seat's doing, not the endpoint's
 
 
+class _UsageAtTheEnd(BaseHTTPRequestHandler):
+    """Anthropic's stream: input usage first, the output tokens only in ``message_delta`` at
+    the end, which it sends once the test has hung up."""
+
+    protocol_version = "HTTP/1.1"
+    release = threading.Event()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        start = {"type": "message_start", "message": {"model": "claude-x", "usage": {
+            "input_tokens": 11, "output_tokens": 1}}}  # fmt: skip
+        rest = [
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": {"output_tokens": 4321}},
+            {"type": "message_stop"},
+        ]  # fmt: skip
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        delta = {"type": "content_block_delta", "index": 0,
+                 "delta": {"type": "text_delta", "text": "word "}}  # fmt: skip
+        # Many chunks after the hang-up: a write to the closed seat fails before the usage.
+        for events in ([start], None, *([delta],) * 40, rest):
+            if events is None:
+                self.release.wait(20)
+                continue
+            time.sleep(0.01)
+            frame = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame.encode()))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
+
+def test_a_seat_that_hangs_up_before_the_usage_is_still_charged_for_it():
+    """A seat may not dodge its token budget by hanging up before the vendor's usage arrives:
+    the proxy reads the stream to its end and counts what the vendor reported."""
+    _UsageAtTheEnd.release.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _UsageAtTheEnd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        upstream = f"http://127.0.0.1:{server.server_address[1]}"
+        with ModelProxy(upstream, KEY, get_api("anthropic")) as proxy:
+            token = proxy.add_seat("solo", "w1")
+            host, port = proxy.address
+            conn = http.client.HTTPConnection(host, port, timeout=15)
+            body = json.dumps(_anthropic_call()).encode()
+            conn.request("POST", "/v1/messages", body, {"x-api-key": token})
+            assert b"message_start" in conn.getresponse().read1(4096)
+            conn.sock.shutdown(socket.SHUT_RDWR)
+            conn.close()
+            _UsageAtTheEnd.release.set()  # the end of the stream meets a closed seat
+            deadline = time.time() + 10
+            while not proxy.calls and time.time() < deadline:
+                time.sleep(0.05)
+    finally:
+        _UsageAtTheEnd.release.set()
+        server.shutdown()
+        server.server_close()
+    (call,) = proxy.calls
+    assert call.error.startswith("seat went away"), call
+    assert (call.input, call.output) == (11, 4321), call
+
+
 def test_stopping_the_proxy_cuts_and_records_the_calls_in_flight(slow_stream):
     proxy = ModelProxy(slow_stream, KEY, ANY_ROUTE).start()
     conn, _ = _first_event(proxy)
