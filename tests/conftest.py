@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from isolation import DockerUnavailable, ensure_base_image, images
+from tests.support.ci import cannot_run
 
 
 @functools.cache
@@ -30,17 +31,10 @@ def _engine_problem() -> str | None:
     return None
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false")
-
-
 def _require_engine() -> None:
     problem = _engine_problem()
-    if problem is None:
-        return
-    if _in_ci():
-        pytest.fail(f"CI is set and a Docker test cannot run: {problem}", pytrace=False)
-    pytest.skip(f"needs a Docker engine: {problem}")
+    if problem is not None:
+        cannot_run("Docker", "a Docker engine", problem)
 
 
 # Where scripts/slurm-cluster.sh writes the test cluster's slurm.conf.
@@ -70,11 +64,8 @@ def _slurm_problem() -> str | None:
 
 def _require_slurm() -> None:
     problem = _slurm_problem()
-    if problem is None:
-        return
-    if _in_ci():
-        pytest.fail(f"CI is set and a SLURM test cannot run: {problem}", pytrace=False)
-    pytest.skip(f"needs a SLURM cluster (scripts/slurm-cluster.sh ensure): {problem}")
+    if problem is not None:
+        cannot_run("SLURM", "a SLURM cluster (scripts/slurm-cluster.sh ensure)", problem)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -32,6 +32,7 @@ from isolation.workspace import Seat, prepare_arm, template_repo
 from judge.queue import JudgeQueue
 from runner.events import EventLog
 from runner.gateway import Gateway
+from tests.support.ci import require_client
 from tests.support.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 
 AGENT_UID = 1000
@@ -44,21 +45,6 @@ VENDORS = {
 # What each vendor's base URL ends with.
 BASE_PATHS = {"anthropic": "", "openai": "/v1", "gemini": "", "openai_chat": "/v1"}
 PROMPT = "Make SPEED 2 in engine/model.py, commit it, and submit the commit with `submit`."
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false")
-
-
-def _require(name: str):
-    client = get_client(name)
-    try:
-        client.binary()
-    except ClientMissing as exc:
-        if _in_ci():
-            pytest.fail(f"CI is set and a real-client test cannot run: {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    return client
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +83,7 @@ def _files_holding(root: Path, secret: bytes) -> list[str]:
 def test_real_cli_plays_a_session_and_its_tokens_match(
     name, tmp_path, base_image, network, docker_client
 ):
-    client = _require(name)
+    client = require_client(name)
     vendor = VENDORS[name]
     run_dir, arm, start = _arm(tmp_path)
     ws = arm.agents["w1"]

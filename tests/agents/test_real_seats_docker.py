@@ -31,11 +31,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.clients import ClientMissing, get_client
 from analysis.model_calls import seat_outages
 from isolation.model_proxy import TOKEN_PREFIX
 from runner.events import EventLog
 from tasks.schema import PROJECT_ROOT
+from tests.support.ci import require_client
 from tests.support.endpoints import ENDPOINTS, USAGE_KEYS, session_script
 
 # What the agent itself can see of its environment, written where the run keeps it.
@@ -90,13 +90,7 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     agent, judge_private_dir, base_image, docker_client, tmp_path
 ):
     vendor, base_path, mechanism = SEATS[agent]
-    client = get_client(agent)
-    try:
-        client.binary()
-    except ClientMissing as exc:
-        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-            pytest.fail(f"CI is set and a real-client test cannot run: {exc}", pytrace=False)
-        pytest.skip(str(exc))
+    client = require_client(agent)
     key = f"sk-swarmlab-test-{secrets.token_hex(16)}"
     run_dir = tmp_path / "run"
     # The endpoint listens on the host's loopback, which no container reaches: every call must

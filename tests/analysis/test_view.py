@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
 import socket
@@ -31,6 +30,7 @@ from analysis.view.server import ViewState, bind
 from runrecord import REJUDGING_AGENTS
 from sqlitewal import connect_wal
 from tests.analysis.conftest import T0, FixtureRun
+from tests.support.ci import cannot_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -482,9 +482,11 @@ def browser(tmp_path: Path) -> Iterator[object]:
     except ImportError:
         found = None
     if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true and no chromium, chromedriver or selenium: run make setup")
-        pytest.skip("no chromium, chromedriver or selenium installed (make setup installs them)")
+        cannot_run(
+            "browser",
+            "chromium, chromedriver and selenium (make setup installs them)",
+            "one of them is missing",
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = found[0]
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",

@@ -23,9 +23,9 @@ import time
 
 import pytest
 
-from agents.clients import ClientMissing, get_client
 from runner.events import EventLog
 from tasks.schema import PROJECT_ROOT
+from tests.support.ci import require_client
 from tests.support.endpoints import ENDPOINTS, session_script
 
 # A change to the frozen zone: the judge answers REJECT (frozen_zone) in seconds.
@@ -39,13 +39,7 @@ MINUTES = 4.0
 
 @pytest.mark.docker
 def test_a_matched_output_token_budget_ends_the_run(judge_private_dir, base_image, tmp_path):
-    client = get_client("claude_code")
-    try:
-        client.binary()
-    except ClientMissing as exc:
-        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
-            pytest.fail(f"CI is set and a real-client test cannot run: {exc}", pytrace=False)
-        pytest.skip(str(exc))
+    client = require_client("claude_code")
     key = f"sk-swarmlab-test-{secrets.token_hex(16)}"
     run_dir = tmp_path / "run"
     endpoint = ENDPOINTS["anthropic"](session_script("anthropic", edit=EDIT_FROZEN), api_key=key)

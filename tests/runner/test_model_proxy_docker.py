@@ -18,6 +18,7 @@ from agents.clients import model_network
 from isolation.host_firewall import firewall_problem
 from runner.events import EventLog
 from runner.seats import seat_proxy
+from tests.support.ci import in_ci
 from tests.support.endpoints import ENDPOINTS, session_script
 
 KEY = "sk-real-vendor-key-for-the-network-test"
@@ -116,7 +117,7 @@ def test_a_seat_reaches_the_proxy_and_nothing_else(docker_client, base_image, tm
     """The run's seats network as ``runner.seats.seat_proxy`` sets it up (proxy, network, host
     firewall) against a control network without any of it, probed from real containers."""
     problem = firewall_problem()
-    if problem and os.environ.get("CI", "").lower() in ("", "0", "false"):
+    if problem and not in_ci():
         pytest.skip(f"host firewall: {problem}")
     tag = f"{os.getpid()}-{time.time_ns() % 10**6}"
     cfg = OmegaConf.create(
