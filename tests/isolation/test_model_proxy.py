@@ -182,14 +182,19 @@ def test_a_key_in_the_url_is_a_seat_token_and_never_forwarded():
     assert request.authorized and "key=" not in request.path and "alt=sse" in request.path
 
 
-class _SlowStream(BaseHTTPRequestHandler):
-    """Sends one event, then waits until the test has read it before sending the last."""
+class _HeldStream(BaseHTTPRequestHandler):
+    """A chunked event stream of :meth:`frames`; at a None it waits for ``release`` (set by
+    the test), and it pauses ``pause_s`` before each frame."""
 
     protocol_version = "HTTP/1.1"
     release = threading.Event()
+    pause_s = 0.0
 
     def log_message(self, *args: Any) -> None:
         pass
+
+    def frames(self) -> list[bytes | None]:
+        raise NotImplementedError
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -197,13 +202,23 @@ class _SlowStream(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for frame in (b"data: first\n\n", None, b"data: last\n\n"):
+        for frame in self.frames():
             if frame is None:
                 self.release.wait(20)
                 continue
+            time.sleep(self.pause_s)
             self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
+
+
+class _SlowStream(_HeldStream):
+    """Sends one event, then waits until the test has read it before sending the last."""
+
+    release = threading.Event()
+
+    def frames(self) -> list[bytes | None]:
+        return [b"data: first\n\n", None, b"data: last\n\n"]
 
 
 @pytest.fixture
@@ -391,41 +406,29 @@ def test_a_seat_that_goes_away_mid_stream_is_recorded_with_what_was_sent(slow_st
     assert not failed(call.__dict__)  # the seat's doing, not the endpoint's
 
 
-class _UsageAtTheEnd(BaseHTTPRequestHandler):
+def _sse(*events: dict[str, Any]) -> bytes:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+class _UsageAtTheEnd(_HeldStream):
     """Anthropic's stream: input usage first, the output tokens only in ``message_delta`` at
-    the end, which it sends once the test has hung up."""
+    the end, which it sends once the test has hung up, after many chunks (a write to the closed
+    seat fails before the usage arrives)."""
 
-    protocol_version = "HTTP/1.1"
     release = threading.Event()
+    pause_s = 0.01
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    def frames(self) -> list[bytes | None]:
         start = {"type": "message_start", "message": {"model": "claude-x", "usage": {
             "input_tokens": 11, "output_tokens": 1}}}  # fmt: skip
-        rest = [
+        delta = {"type": "content_block_delta", "index": 0,
+                 "delta": {"type": "text_delta", "text": "word "}}  # fmt: skip
+        end = [
             {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
              "usage": {"output_tokens": 4321}},
             {"type": "message_stop"},
         ]  # fmt: skip
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        delta = {"type": "content_block_delta", "index": 0,
-                 "delta": {"type": "text_delta", "text": "word "}}  # fmt: skip
-        # Many chunks after the hang-up: a write to the closed seat fails before the usage.
-        for events in ([start], None, *([delta],) * 40, rest):
-            if events is None:
-                self.release.wait(20)
-                continue
-            time.sleep(0.01)
-            frame = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame.encode()))
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
+        return [_sse(start), None, *[_sse(delta)] * 40, _sse(*end)]
 
 
 def test_a_seat_that_hangs_up_before_the_usage_is_still_charged_for_it():
