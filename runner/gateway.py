@@ -398,9 +398,12 @@ class Gateway:
         judge budget, with nothing of theirs left to judge. A critic's budget never holds an arm
         back: without workers nothing it writes can be scored.
         """
+        spent = set(spent_seats)
+        if self.evaluations_per_arm is None and self.evaluations_per_seat is None and not spent:
+            # No budget can have ended an arm: no reads (the runner asks four times a second).
+            return dict.fromkeys(self.arms)
         waiting = [*self.events.pending_jobs(), *self.events.unqueued_submissions()]
         pending = {(row["arm"], row["agent"]) for row in waiting}
-        spent = set(spent_seats)
         ends: dict[str, str | None] = {}
         for arm in self.arms.values():
             workers = [name for name, ws in sorted(arm.agents.items()) if ws.can_submit]
