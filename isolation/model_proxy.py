@@ -680,8 +680,8 @@ class ModelProxy:
                 self, call: ModelCall, response: http.client.HTTPResponse, kept: bytearray
             ) -> None:
                 """The rest of a response whose seat went away, read and kept, not sent: a
-                vendor reports a stream's usage at its end (Anthropic's ``message_delta``, the
-                final chunk of OpenAI's), so a seat that hung up before it would otherwise have
+                vendor may report a stream's usage only in its last events (each API module's
+                ``usage_of`` reads them), so a seat that hung up before it would otherwise have
                 its generation never counted against its budget. Ends with the vendor's
                 stream, or on a broken one (what was kept still counts)."""
                 while True:
