@@ -149,21 +149,27 @@ class Worker(Submitter):
         return wanted
 
     def maybe_relay(self) -> bool:
+        """Build on a teammate's PASS: one that holds a move our own direction's next moves
+        need (even when it is slower than our base: what we had is redone on top of it, as a
+        person rebases onto a teammate's restructure instead of writing it a second time), or,
+        by chance (``RELAY_P``), one clearly faster than our base."""
         base_x = self.state.base_x
         have = set(self.git.moves_in(self.state.base or "HEAD"))
-        better = [
+        wanted = self.wanted(have)
+        fresh = [
             p
             for p in self.state.others
-            if p.x > base_x * RELAY_MARGIN
-            and p.commit not in self.state.considered
+            if p.commit not in self.state.considered
             and not (set(p.moves) & set(self.state.flagged_moves))
             and p.commit not in self.state.flagged_commits
         ]
-        if not better:
+        needed = [p for p in fresh if wanted & set(p.moves)]
+        better = [p for p in fresh if p.x > base_x * RELAY_MARGIN]
+        if not needed and not better:
             return False
-        best = max(better, key=lambda p: p.x)
-        self.state.considered.extend(p.commit for p in better)
-        needs = self.wanted(have) & set(best.moves)
+        best = max(needed or better, key=lambda p: p.x)
+        self.state.considered.extend(p.commit for p in needed + better)
+        needs = wanted & set(best.moves)
         draw = self.rng.random()
         if not needs and draw >= RELAY_P:
             return False
@@ -179,8 +185,9 @@ class Worker(Submitter):
         brought = [m for m in self.git.moves_in(best.commit) if m not in have]
         why = (
             f"it has {', '.join(sorted(needs))}, which my next moves need"
+            + ("" if best.x > old_x else "; I redo my own moves on top of it")
             if needs
-            else ("it beats my base")
+            else "it beats my base"
         )
         self.state.relays.append(
             {"from": best.author, "commit": best.commit, "x": best.x, "needs": sorted(needs)}

@@ -323,12 +323,14 @@ def test_worker_and_critic_relay_review_and_recover_end_to_end(tmp_path) -> None
     assert (arm.agents["w3"].notes / "NOTES.md").read_text().count("\n") >= 5
 
 
-@pytest.mark.parametrize("teammate", ["PASS", "WRONG"])
+@pytest.mark.parametrize("teammate", ["PASS", "slower PASS", "WRONG"])
 def test_a_blocked_worker_waits_for_a_teammates_verdict_on_what_it_needs(tmp_path, teammate):
     """The head worker's batched moves need step_rows_together, which its teammate w4 has
     submitted but the board has no verdict for yet. Rather than play the same move itself it
-    waits (and says so), for a count, not a clock: the teammate's verdict. A faster PASS is
-    relayed onto and built on; a WRONG ends the wait and the worker does the move itself."""
+    waits (and says so), for a count, not a clock: the teammate's verdict. A PASS is relayed
+    onto and built on, a faster one as it is, a slower one (1.2x, below its own head_cache's
+    1.35x) by redoing head_cache on top of it; a WRONG ends the wait and the worker does the
+    move itself."""
     arm = make_arm(tmp_path, [Seat("w3", "worker", "head"), Seat("w4", "worker")])
     master = git("rev-parse", "master", cwd=arm.origin)
     theirs = commit_moves(arm, ["step_rows_together"], "w4", 1)
@@ -352,10 +354,11 @@ def test_a_blocked_worker_waits_for_a_teammates_verdict_on_what_it_needs(tmp_pat
                 "base": master,
                 "moves": "step_rows_together",
             }
-            if teammate == "PASS":
-                refs |= {"x_baseline": "1.8", "score": "1080"}
+            if teammate != "WRONG":
+                x = 1.8 if teammate == "PASS" else 1.2
+                refs |= {"verdict": "PASS", "x_baseline": str(x), "score": str(600 * x)}
             gateway.post("w4", "worker", "result", f"{teammate}: step_rows_together", refs)
-            if teammate == "PASS":
+            if teammate != "WRONG":
                 _wait("a result after the teammate's",
                       lambda: sum(r["kind"] == "result" for r in mine()) >= 2, worker)  # fmt: skip
             else:
@@ -371,6 +374,11 @@ def test_a_blocked_worker_waits_for_a_teammates_verdict_on_what_it_needs(tmp_pat
         assert results[1]["refs"]["base"] == theirs and results[1]["refs"]["move"] != (
             "step_rows_together"
         )
+    elif teammate == "slower PASS":
+        assert [r["refs"]["commit"] for r in relays] == [theirs]
+        assert "redo my own moves" in relays[0]["text"]
+        assert (results[1]["refs"]["base"], results[1]["refs"]["move"]) == (theirs, "head_cache")
+        assert results[1]["refs"]["verdict"] == "PASS"  # 1.2 x 1.35: the relay pays off
     else:
         assert relays == []  # a WRONG is nothing to build on: it does the move itself
         own = next(r for r in results if r["refs"]["move"] == "step_rows_together")
