@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +52,11 @@ class StandIn:
     """Not the judge: carries out outbox requests like the gateway and scores a commit from
     the ``kind`` of the moves in its history. good: PASS, 1.35x faster each; dead: PASS, a bit
     slower; wrong: WRONG (its ``reason``), unless ``latent`` (then PASS: the judge never sees
-    it); rule: REJECT; a sweep: PASS, about as fast."""
+    it); rule: REJECT; a sweep: PASS, about as fast.
+
+    With ``judge_s`` set, it is also a serial queue like the judge's: a submission is answered
+    at once and judged later, one at a time, each taking ``judge_s(number)`` seconds; with
+    ``budget`` set, submissions past it are refused as the gateway refuses them."""
 
     arm: ArmWorkspace
     library: dict[str, Any]
@@ -61,6 +65,10 @@ class StandIn:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
     count: int = 0
+    budget: int | None = None
+    judge_s: Callable[[int], float] | None = None
+    queue: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
+    judged: list[tuple[int, str, str, str, float]] = field(default_factory=list)
 
     def post(self, author: str, role: str, kind: str, text: str, refs: dict[str, Any]) -> int:
         with self.lock:
@@ -102,13 +110,20 @@ class StandIn:
             return {"ok": False, "error": f"a {ws.role} does not submit (only workers do)"}
         commit = request["commit"]
         with self.lock:
+            if self.budget is not None and self.count >= self.budget:
+                return {"ok": False, "error": f"the arm's judge budget is spent ({self.budget} "
+                        "evaluations per arm): nothing more will be judged in this run"}  # fmt: skip
             self.count += 1
             number = self.count
         git("fetch", "-q", str(ws.repo), commit, cwd=self.arm.submissions)
         self.publish(name, number, commit)
         self.submitted.setdefault(name, []).append(commit)
         verdict = {"submission": number, "commit": commit, "metrics": {}, **self.score(commit)}
-        self.deliver(ws.verdicts_file, verdict)
+        if self.judge_s is None:
+            self.deliver(ws.verdicts_file, verdict)
+        else:
+            with self.lock:
+                self.queue.append((ws.verdicts_file, {**verdict, "agent": name}))
         return {"ok": True, "submission": number, "commit": commit}
 
     def deliver(self, file: Path, verdict: dict[str, Any]) -> None:
@@ -132,17 +147,38 @@ class StandIn:
             self.poll()
             time.sleep(0.02)
 
+    def judge_serially(self) -> None:
+        """The queue's worker: one submission at a time, in order, each taking its time."""
+        assert self.judge_s is not None
+        while not self.stop.is_set():
+            with self.lock:
+                job = self.queue.pop(0) if self.queue else None
+            if job is None:
+                time.sleep(0.02)
+                continue
+            file, verdict = job
+            self.stop.wait(self.judge_s(verdict["submission"]))
+            agent = verdict.pop("agent")
+            self.deliver(file, verdict)
+            self.judged.append(
+                (verdict["submission"], agent, verdict["commit"], verdict["verdict"], time.time())
+            )
+
 
 @contextmanager
-def stand_in(arm: ArmWorkspace, library: dict[str, Any]) -> Iterator[StandIn]:
-    gateway = StandIn(arm, library)
-    thread = threading.Thread(target=gateway.serve, daemon=True)
-    thread.start()
+def stand_in(arm: ArmWorkspace, library: dict[str, Any], **options: Any) -> Iterator[StandIn]:
+    gateway = StandIn(arm, library, **options)
+    threads = [threading.Thread(target=gateway.serve, daemon=True)]
+    if gateway.judge_s is not None:
+        threads.append(threading.Thread(target=gateway.judge_serially, daemon=True))
+    for thread in threads:
+        thread.start()
     try:
         yield gateway
     finally:
         gateway.stop.set()
-        thread.join(timeout=5)
+        for thread in threads:
+            thread.join(timeout=5)
 
 
 def make_arm(
@@ -321,6 +357,57 @@ def test_worker_and_critic_relay_review_and_recover_end_to_end(tmp_path) -> None
     with pytest.raises(GitError):
         git("merge-base", "--is-ancestor", buggy, final, cwd=arm.submissions)
     assert (arm.agents["w3"].notes / "NOTES.md").read_text().count("\n") >= 5
+
+
+# The demo's swarm: its workers on the task's four directions, in the task's order.
+SWARM = [("w1", "projections"), ("w2", "moe"), ("w3", "head"), ("w4", "integration")]
+
+
+@pytest.mark.parametrize(
+    ("seed", "pace"),
+    [(0, "steady"), (1, "slow start"), (2, "uneven"), (3, "quick")],
+)
+def test_a_swarm_relays_within_the_demos_judge_budget_at_any_pace(tmp_path, seed, pace):
+    """The demo asserts the swarm relayed within twelve evaluations; that must hold whatever
+    order the verdicts come in (a busy CI machine once gave 0 relays, twice). Four workers,
+    a serial judge (the stand-in's, each verdict taking its time: steady, slow at first, or
+    uneven), twelve submissions: some PASS is built on a teammate's PASS (the analysis' own
+    relay rule, ``runrecord.relays``)."""
+    from runrecord.facts import Judged
+    from runrecord.relays import CommitGraph, relay_pairs
+
+    rng = __import__("random").Random(seed)
+    paces = {
+        "steady": lambda n: 0.3,
+        "slow start": lambda n: 1.5 if n <= 4 else 0.2,
+        "uneven": lambda n: rng.choice([0.05, 0.3, 1.2]),
+        "quick": lambda n: 0.02,
+    }
+    arm = make_arm(tmp_path, [Seat(name, "worker", direction) for name, direction in SWARM])
+    budget, deadline = 12, time.time() + 300
+    with stand_in(arm, _library(), budget=budget, judge_s=paces[pace]) as gateway:
+        workers = [
+            start_agent(arm, name, seed=seed, deadline=deadline, SWARMLAB_SCRIPTED_IDLE_S="60")
+            for name, _ in SWARM
+        ]
+        try:
+            while len(gateway.judged) < budget and time.time() < deadline:
+                assert all(w.poll() is None for w in workers), [w.communicate()[0] for w in workers]
+                time.sleep(0.1)
+        finally:
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                worker.communicate(timeout=30)
+        judged = list(gateway.judged)
+    assert len(judged) == budget
+    start = git("rev-parse", "master", cwd=arm.origin)
+    evaluations = [
+        Judged(number, "swarm", agent, commit, verdict, None, None, at, at, 0.0)
+        for number, agent, commit, verdict, at in judged
+    ]
+    relays = relay_pairs(CommitGraph.load(arm.submissions), evaluations, start)
+    assert relays, [(n, a, v) for n, a, _, v, _ in judged]
 
 
 @pytest.mark.parametrize("teammate", ["PASS", "slower PASS", "WRONG"])
