@@ -111,8 +111,8 @@ class StandIn:
         commit = request["commit"]
         with self.lock:
             if self.budget is not None and self.count >= self.budget:
-                return {"ok": False, "error": f"the arm's judge budget is spent ({self.budget} "
-                        "evaluations per arm): nothing more will be judged in this run"}  # fmt: skip
+                spent = f"the arm's judge budget is spent ({self.budget} evaluations per arm)"
+                return {"ok": False, "error": spent + ": nothing more will be judged in this run"}
             self.count += 1
             number = self.count
         git("fetch", "-q", str(ws.repo), commit, cwd=self.arm.submissions)
