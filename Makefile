@@ -56,7 +56,9 @@ clients: $(STAMP)
 # is judged again once and the starting commit once (~2 min; 15 is a ceiling), then the report
 # (tables, figures, report.md). Twelve per arm lets the swarm's four workers build on each
 # other's PASSes: a worker whose next moves need a teammate's pending submission waits for its
-# verdict and relays onto it (agents/scripted/worker.py), so relays come from the second round.
+# verdict and relays onto its PASS, even a slower one, redoing its own moves on top
+# (agents/scripted/worker.py), so relays come from the second round at any judge speed
+# (tests/agents/test_scripted.py; with eight per arm they often do not).
 DEMO_EVALUATIONS ?= 12
 DEMO_MINUTES ?= 30
 DEMO_OVERRIDES = budget.evaluations=$(DEMO_EVALUATIONS) budget.minutes=$(DEMO_MINUTES) budget.drain_minutes=0.5 rejudge.runs=1 rejudge.baseline_runs=1 rejudge.max_minutes=15

@@ -21,6 +21,9 @@ import pytest
 from isolation import DockerUnavailable, ensure_base_image, images
 from tests.support.ci import cannot_run
 
+# The `browser` fixture (headless Chromium) for the view's tests and the demo's.
+pytest_plugins = ["tests.support.browser"]
+
 
 @functools.cache
 def _engine_problem() -> str | None:

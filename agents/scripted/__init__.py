@@ -16,10 +16,11 @@ restart), ``agent`` (what both roles share), ``submissions`` (submitting, verdic
 after a restart), ``worker``, ``probe`` (one engine served), ``critic``, ``cli``.
 
 A **worker** loops until the deadline, on a branch ``scripted`` of its clone. It reads the
-board; when another agent posted a PASS better than its own base and that commit holds a move
-its next moves require (or a seeded draw says so), it fetches that commit from
-``/work/submissions.git`` (``refs/submissions/<author>/<n>``), resets onto it and posts a
-``relay``. It then picks the next untried move of its direction (once those run out, of any
+board; when another agent posted a PASS that holds a move its own direction's next moves
+require (even one slower than its base: what it had is redone on top, as a person rebases onto
+a teammate's restructure rather than write it twice), or, on a seeded draw, a PASS clearly
+faster than its base, it fetches that commit from ``/work/submissions.git``
+(``refs/submissions/<author>/<n>``), resets onto it and posts a ``relay``. It then picks the next untried move of its direction (once those run out, of any
 direction, as an integrator would; first steps first) whose requirements its base holds,
 applies the patch with ``git apply --3way``, commits (a ``Move:`` trailer names the move),
 runs ``submit --wait`` and posts the ``result``. A conflict or an unmet requirement is a
@@ -27,7 +28,7 @@ runs ``submit --wait`` and posts the ``result``. A conflict or an unmet requirem
 When its own direction's next moves need a move a teammate has already submitted (a
 ``refs/submissions/<author>/<n>`` whose ``Move:`` trailers hold it, with no ``result`` on the
 board yet), it posts that it waits and waits for that verdict instead of doing the same work
-twice: a PASS faster than its base is relayed onto; anything else ends the wait and it goes on
+twice: a PASS is relayed onto; anything else ends the wait and it goes on
 (the wait ends on a verdict, a count; ``SWARMLAB_SCRIPTED_WAIT_S`` only bounds a teammate that
 never posts).
 The best PASS becomes the base. A critic's ``review`` that finds a bug in a commit makes it drop

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from analysis.view.server import ViewState, bind
 from runrecord import REJUDGING_AGENTS
 from sqlitewal import connect_wal
 from tests.analysis.conftest import T0, FixtureRun
-from tests.support.ci import cannot_run
+from tests.support.browser import severe, shoot, wait_for_sections
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -466,65 +465,6 @@ def test_the_export_is_one_file_without_network_references(
 # -- the page in a real browser ------------------------------------------------------------
 
 
-def _browser() -> tuple[str, str] | None:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    return (chromium, driver) if chromium and driver else None
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[object]:
-    """Headless Chromium (Debian's package) driven by Selenium with the system chromedriver."""
-    found = _browser()
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        found = None
-    if found is None:
-        cannot_run(
-            "browser",
-            "chromium, chromedriver and selenium (make setup installs them)",
-            "one of them is missing",
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = found[0]
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1300,1000", f"--user-data-dir={tmp_path / 'profile'}"):  # fmt: skip
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(found[1]), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-SCREENSHOTS = ROOT / "results" / "view-screenshots"
-
-
-def _wait_for_sections(driver, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, timeout).until(
-        lambda d: d.execute_script(
-            "return [...document.querySelectorAll('main section')]"
-            ".every((s) => s.dataset.ready === '1')"
-        )
-    )
-
-
-def _severe(driver) -> list[dict]:  # type: ignore[no-untyped-def]
-    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-
-
-def _shoot(driver, name: str) -> None:  # type: ignore[no-untyped-def]
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for sid in SECTIONS[1:]:
-        element = driver.find_element("id", sid)
-        element.screenshot(str(SCREENSHOTS / f"{name}-{sid}.png"))
-
-
 @pytest.mark.browser
 def test_the_page_in_a_browser_renders_and_updates_live(
     browser, run_factory: Callable[..., FixtureRun]
@@ -543,8 +483,8 @@ def test_the_page_in_a_browser_renders_and_updates_live(
     tables = build_tables(run.path)
     with serving(run.path) as base:
         browser.get(base + "/")
-        _wait_for_sections(browser)
-        assert _severe(browser) == []
+        wait_for_sections(browser)
+        assert severe(browser) == []
         assert browser.execute_script("return window.__pwned") is None
         assert browser.find_elements("id", "injected") == []
         assert hostile in browser.find_element("id", "board").text  # shown as text
@@ -563,7 +503,7 @@ def test_the_page_in_a_browser_renders_and_updates_live(
         # The board's search filters.
         browser.find_element("id", "boardq").send_keys("dead end")
         assert len(browser.find_elements("css selector", "#board .msg")) == 1
-        _shoot(browser, "running")
+        shoot(browser, "running")
         # A new evaluation arrives while the page is open: it shows without a reload.
         browser.execute_script("window.__sameDocument = true")
         _append_evaluation(run.path, 900, 250.0, T0 + 80)
@@ -575,7 +515,7 @@ def test_the_page_in_a_browser_renders_and_updates_live(
         )
         assert browser.execute_script("return window.__sameDocument") is True
         assert "2.500" in browser.find_element("id", "race").text
-        assert _severe(browser) == []
+        assert severe(browser) == []
 
 
 @pytest.mark.browser
@@ -585,11 +525,11 @@ def test_the_export_opens_in_a_browser_with_no_server(
     run = run_factory(rechecks=True)
     out = export(run.path, tmp_path / "view.html")
     browser.get(out.as_uri())
-    _wait_for_sections(browser)
-    assert _severe(browser) == []
+    wait_for_sections(browser)
+    assert severe(browser) == []
     browser.find_element("css selector", "#subtable tbody tr.clickable").click()
     assert "diff against its parent" in browser.find_element("id", "detail").text
-    _shoot(browser, "export")
+    shoot(browser, "export")
 
 
 @pytest.mark.browser
@@ -606,8 +546,8 @@ def test_a_large_runs_page_draws_columns_in_a_browser(
     _post(run.path, ["an old NEEDLE", "b", "c", "d"])
     with serving(run.path) as base:
         browser.get(base + "/")
-        _wait_for_sections(browser)
-        assert _severe(browser) == []
+        wait_for_sections(browser)
+        assert severe(browser) == []
         assert browser.find_elements("css selector", "#judge-chart rect.col")
         assert "NEEDLE" not in browser.find_element("id", "board").text
         browser.find_element("id", "boardq").send_keys("needle")
@@ -616,7 +556,7 @@ def test_a_large_runs_page_draws_columns_in_a_browser(
         )
         assert "searched all 6 on the server" in browser.find_element("id", "board").text
         assert "the latest 3 of" in browser.find_element("id", "submissions").text
-        _shoot(browser, "large")
+        shoot(browser, "large")
 
 
 @pytest.mark.browser
@@ -625,12 +565,12 @@ def test_a_sweeps_page_picks_a_seed_in_a_browser(browser, sweep_dir: Path) -> No
 
     with serving(sweep_dir) as base:
         browser.get(base + "/")
-        _wait_for_sections(browser)
-        assert _severe(browser) == []
+        wait_for_sections(browser)
+        assert severe(browser) == []
         runs = Select(browser.find_element("id", "runsel"))
         assert [o.text.split(" · ")[0] for o in runs.options] == ["seed 1", "seed 2"]
         assert "sweep of 2 runs" in browser.find_element("id", "title").text
         runs.select_by_index(1)
-        _wait_for_sections(browser)
-        assert _severe(browser) == []
-        _shoot(browser, "sweep")
+        wait_for_sections(browser)
+        assert severe(browser) == []
+        shoot(browser, "sweep")

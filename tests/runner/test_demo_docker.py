@@ -1,5 +1,6 @@
 """The demo experiment end to end: swarm vs solo, scripted agents drawing real patches, the real
-judge, real containers. What README's `make demo` promises is asserted here."""
+judge, real containers. What README's `make demo` promises is asserted here, and the live view
+of that real run is opened in a real browser."""
 
 from __future__ import annotations
 
@@ -8,11 +9,17 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from analysis.tables import build_tables
+from analysis.view.data import SECTIONS
 from runner.events import EventLog
 from tasks.schema import PROJECT_ROOT
+from tests.conftest import stop_judge_services
+from tests.support.browser import severe, shoot, wait_for_sections
 from tests.support.run_record import assert_summary_agrees_with_arms
 
 pytestmark = pytest.mark.docker
@@ -34,13 +41,39 @@ def demo_overrides() -> tuple[list[str], dict[str, str]]:
 DEMO, DEMO_VALUES = demo_overrides()
 
 
-def test_swarm_vs_solo_demo(judge_private_dir, base_image, tmp_path):
-    run_dir = tmp_path / "demo"
-    result = subprocess.run(
-        [sys.executable, "-m", "runner", "experiment=swarm_vs_solo", *DEMO,
-         f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}"],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600,
-    )  # fmt: skip
+@dataclass
+class Demo:
+    """One demo run (what `make demo` runs) and its report, made once for this module's tests."""
+
+    run_dir: Path
+    result: subprocess.CompletedProcess[str]
+    analysis: subprocess.CompletedProcess[str] | None
+
+
+@pytest.fixture(scope="module")
+def demo(judge_private_dir, base_image, tmp_path_factory) -> Demo:
+    tmp = tmp_path_factory.mktemp("demo")
+    run_dir = tmp / "demo"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "runner", "experiment=swarm_vs_solo", *DEMO,
+             f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}"],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600,
+        )  # fmt: skip
+        analysis = None
+        if result.returncode == 0:
+            # The report regenerates from the run directory alone (and exports the view).
+            analysis = subprocess.run(
+                [sys.executable, "-m", "analysis.report", str(run_dir)],
+                cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+        yield Demo(run_dir, result, analysis)
+    finally:
+        stop_judge_services(tmp)
+
+
+def test_swarm_vs_solo_demo(demo: Demo):
+    run_dir, result = demo.run_dir, demo.result
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"results: {run_dir}" in result.stdout
     rows = {r["arm"]: r for r in csv.DictReader((run_dir / "summary.csv").open())}
@@ -83,11 +116,8 @@ def test_swarm_vs_solo_demo(judge_private_dir, base_image, tmp_path):
             assert any(name in message for name in moves), message
 
     # The report regenerates from the run directory alone, every formula filled in.
-    analysis = subprocess.run(
-        [sys.executable, "-m", "analysis.report", str(run_dir)],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert analysis.returncode == 0, analysis.stderr[-2000:]
+    analysis = demo.analysis
+    assert analysis is not None and analysis.returncode == 0, analysis and analysis.stderr[-2000:]
     text = (run_dir / "analysis" / "report.md").read_text()
     assert "judge capacity = " in text and "judge utilisation = " in text
     assert "No token records" in text  # scripted agents: nothing invented
@@ -95,3 +125,58 @@ def test_swarm_vs_solo_demo(judge_private_dir, base_image, tmp_path):
     for table in ("evaluations", "submissions", "messages", "tokens", "lifecycle", "arms"):
         assert (run_dir / "analysis" / "tables" / f"{table}.parquet").is_file()
         assert (run_dir / "analysis" / "tables" / f"{table}.csv").is_file()
+
+
+def _check_page(browser, run_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    """Every section of the open page drawn, its numbers the tables', no console error."""
+    wait_for_sections(browser)
+    assert severe(browser) == []
+    tables = build_tables(run_dir)
+    race = browser.find_element("id", "race").text
+    for arm, x in tables.arms.set_index("arm")["best_x_baseline"].items():
+        assert f"{x:,.3f}" in race, (arm, race[:2000])
+    bars = browser.find_elements("css selector", "#judge-chart g.bar")
+    assert len(bars) == len(tables.evaluations)
+    rows = browser.find_elements("css selector", "#subtable tbody tr")
+    assert len(rows) == len(tables.submissions)
+    messages = browser.find_elements("css selector", "#board .msg")
+    assert len(messages) == len(tables.messages)
+    for sid in SECTIONS[1:]:
+        assert browser.find_element("id", sid).text.strip(), sid
+    # A submission opens its evaluation: stages, the judge's detail, the diff.
+    browser.find_element("css selector", "#subtable tbody tr.clickable").click()
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 30).until(lambda d: d.find_elements("id", "detail-title"))
+    assert "diff against its parent" in browser.find_element("id", "detail").text
+    assert severe(browser) == []
+
+
+@pytest.mark.browser
+def test_the_demo_runs_live_view_and_its_export_in_a_browser(demo: Demo, browser):
+    """The view of the real demo run (``analysis.view``, served as a user starts it) and the
+    report's ``view.html`` opened from disk with no server: every section drawn, numbers equal
+    the tables', no console error; screenshots in ``results/view-screenshots/demo-*``."""
+    assert demo.analysis is not None and demo.analysis.returncode == 0, demo.result.stderr[-2000:]
+    view = subprocess.Popen(
+        [sys.executable, "-m", "analysis.view", str(demo.run_dir), "--port", "0"],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert view.stdout is not None
+        said = ""
+        while not (url := re.search(r"http://127\.0\.0\.1:\d+/", said)):
+            line = view.stdout.readline()
+            assert line, f"the view exited: {said}"
+            said += line
+        browser.get(url.group(0))
+        _check_page(browser, demo.run_dir)
+        shoot(browser, "demo")
+    finally:
+        view.terminate()
+        view.wait(timeout=30)
+    export = demo.run_dir / "analysis" / "view.html"
+    assert "http://" not in export.read_text() and "https://" not in export.read_text()
+    browser.get(export.as_uri())
+    _check_page(browser, demo.run_dir)
+    shoot(browser, "demo-export")
