@@ -20,8 +20,9 @@ board; when another agent posted a PASS that holds a move its own direction's ne
 require (even one slower than its base: what it had is redone on top, as a person rebases onto
 a teammate's restructure rather than write it twice), or, on a seeded draw, a PASS clearly
 faster than its base, it fetches that commit from ``/work/submissions.git``
-(``refs/submissions/<author>/<n>``), resets onto it and posts a ``relay``. It then picks the next untried move of its direction (once those run out, of any
-direction, as an integrator would; first steps first) whose requirements its base holds,
+(``refs/submissions/<author>/<n>``), resets onto it and posts a ``relay``. It then picks the
+next untried move of its direction (once those run out, of any direction, as an integrator
+would; first steps first) whose requirements its base holds,
 applies the patch with ``git apply --3way``, commits (a ``Move:`` trailer names the move),
 runs ``submit --wait`` and posts the ``result``. A conflict or an unmet requirement is a
 ``dead_end`` pinned to the base commit and the move, and so is a PASS no faster than its base.
