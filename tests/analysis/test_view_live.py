@@ -21,7 +21,7 @@ from analysis.view.server import ViewState, bind
 from runner.events import EventLog
 from sqlitewal import connect_wal
 from tests.analysis.conftest import T0, FixtureRun
-from tests.analysis.test_view import _severe, _wait_for_sections, browser  # noqa: F401
+from tests.support.browser import severe, wait_for_sections
 
 
 def get(url: str) -> dict:
@@ -204,7 +204,7 @@ def test_the_report_writes_the_exported_view_and_links_it(fixture_run: FixtureRu
 
 @pytest.mark.browser
 def test_the_page_adds_the_polled_rows_without_a_rebuild(
-    browser,  # noqa: F811 (the fixture of tests/analysis/test_view.py)
+    browser,
     run_factory: Callable[..., FixtureRun],
 ) -> None:
     """In a real browser: with the sections' rebuild held off, a new evaluation, its
@@ -219,7 +219,7 @@ def test_the_page_adds_the_polled_rows_without_a_rebuild(
     thread.start()
     try:
         browser.get(f"http://127.0.0.1:{server.server_address[1]}/")
-        _wait_for_sections(browser)
+        wait_for_sections(browser)
         built = state.snapshot
         browser.execute_script("window.__sameDocument = true")
         sub = _submit(run.path, "live-7", T0 + 80, 900)
@@ -239,7 +239,7 @@ def test_the_page_adds_the_polled_rows_without_a_rebuild(
         assert state.snapshot is built  # no rebuild: the rows came through the poll
         assert browser.execute_script("return window.__sameDocument") is True
         assert "2.500" not in browser.find_element("id", "race").text  # totals: next build
-        assert _severe(browser) == []
+        assert severe(browser) == []
     finally:
         server.shutdown()
         server.server_close()
