@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from analysis.view.data import SECTIONS
 from tests.support.ci import cannot_run
 
 # Each section's screenshot lands here (a test artefact, git-ignored with results/).
@@ -73,6 +72,8 @@ def severe(driver: Any) -> list[dict]:
 
 def shoot(driver: Any, name: str) -> None:
     """A screenshot of each section, ``SCREENSHOTS/<name>-<section>.png``."""
+    from analysis.view.data import SECTIONS  # the plugin loads for every test: no pandas then
+
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for sid in SECTIONS[1:]:
         element = driver.find_element("id", sid)
