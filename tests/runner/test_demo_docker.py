@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from analysis.tables import build_tables
+from analysis.view.cli import beside
 from analysis.view.data import SECTIONS
 from runner.events import EventLog
 from tasks.schema import PROJECT_ROOT
-from tests.conftest import stop_judge_services
+from tests.conftest import release_seat_mounts, stop_judge_services
 from tests.support.browser import severe, shoot, wait_for_sections
 from tests.support.run_record import assert_summary_agrees_with_arms
 
@@ -69,7 +71,10 @@ def demo(judge_private_dir, base_image, tmp_path_factory) -> Demo:
             )  # fmt: skip
         yield Demo(run_dir, result, analysis)
     finally:
+        # What a killed demo may leave (the per-test fixtures in conftest see only tmp_path).
         stop_judge_services(tmp)
+        if os.geteuid() == 0:
+            release_seat_mounts(tmp)
 
 
 def test_swarm_vs_solo_demo(demo: Demo):
@@ -161,24 +166,15 @@ def test_the_demo_runs_live_view_and_its_export_in_a_browser(demo: Demo, browser
     """The view of the real demo run (``analysis.view``, served as a user starts it) and the
     report's ``view.html`` opened from disk with no server: every section drawn, numbers equal
     the tables', no console error; screenshots in ``results/view-screenshots/demo-*``."""
-    assert demo.analysis is not None and demo.analysis.returncode == 0, demo.result.stderr[-2000:]
-    view = subprocess.Popen(
-        [sys.executable, "-m", "analysis.view", str(demo.run_dir), "--port", "0"],
-        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        assert view.stdout is not None
-        said = ""
-        while not (url := re.search(r"http://127\.0\.0\.1:\d+/", said)):
-            line = view.stdout.readline()
-            assert line, f"the view exited: {said}"
-            said += line
-        browser.get(url.group(0))
+    assert demo.analysis is not None and demo.analysis.returncode == 0, (
+        demo.analysis or demo.result
+    ).stderr[-2000:]
+    # Served as `view=true` serves it (analysis.view.cli.beside: a child process, stopped after).
+    with beside(demo.run_dir, port=0) as url:
+        assert url, "analysis.view did not say its address"
+        browser.get(url)
         _check_page(browser, demo.run_dir)
         shoot(browser, "demo")
-    finally:
-        view.terminate()
-        view.wait(timeout=30)
     export = demo.run_dir / "analysis" / "view.html"
     assert "http://" not in export.read_text() and "https://" not in export.read_text()
     browser.get(export.as_uri())
