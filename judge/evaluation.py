@@ -388,6 +388,7 @@ class _Run:
                     f"the engine was killed for exceeding the sandbox's memory limit "
                     f"({self.judge.sandbox.memory}) during {payload.get('op')} ({context})"
                 )
+            stderr = engine.last_words()
             self.log.append(
                 {
                     "engine": engine.label,
@@ -395,12 +396,12 @@ class _Run:
                     "kind": kind,
                     "failure": str(failure),
                     "private": failure.private,
-                    "stderr": engine.stderr_tail,
+                    "stderr": stderr,
                 }
             )
-            if not self.hidden_sent and engine.stderr_tail:
+            if not self.hidden_sent and stderr:
                 # Nothing hidden has reached the engine yet: its own words are safe to show.
-                detail += "\n" + engine.stderr_tail[-1500:]
+                detail += "\n" + stderr[-1500:]
             raise Outcome(Verdict.WRONG, kind, detail) from None
         self.engine_s += seconds
         return reply, seconds

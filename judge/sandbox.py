@@ -319,6 +319,27 @@ class EngineProcess:
         self.requests.append((op, elapsed))
         return check_reply(parse_line(reply, op), payload, self.batch, vocab), elapsed
 
+    def last_words(self, wait_s: float = 2.0) -> str:
+        """After a failure: close the engine's stdin, read what it still writes until its
+        stream ends or ``wait_s`` passes, and return the tail of its stderr.
+
+        Docker copies an exec's stdout and stderr into the attach stream separately, so a
+        stderr line written before a reply can arrive after it (seen in CI on a loaded machine:
+        a bad reply's engine logged with an empty stderr). Read to its end, the private log
+        holds the engine's last words, its dying traceback included. The engine is not asked
+        anything again, so its stdout is dropped as it comes.
+        """
+        stream = self._stream
+        if not self.closed and not stream.closed:
+            with suppress(OSError):
+                stream.sock.shutdown(socket.SHUT_WR)
+            deadline = time.perf_counter() + wait_s
+            with suppress(TimeoutError, InfrastructureFault):
+                while not stream.closed:
+                    stream.pump(deadline)
+                    stream.stdout.clear()
+        return self.stderr_tail
+
     def close(self, wait_s: float = 5.0) -> None:
         """End the engine: its stdin closes, then wait up to ``wait_s`` for it to exit.
 

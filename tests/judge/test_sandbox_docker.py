@@ -135,6 +135,41 @@ def test_engine_prints_cannot_corrupt_the_protocol_and_garbage_is_named(tmp_path
         sandbox.close()
 
 
+LAST_WORDS = r"""
+import sys, time
+for i, line in enumerate(sys.stdin):
+    sys.stderr.write(f"words{i}\n"); sys.stderr.flush()
+    sys.stdout.write('{"ok": true}\n'); sys.stdout.flush()
+    if len(sys.argv) > 1:
+        time.sleep(3600)  # deaf: it never reads its closed stdin
+"""
+
+
+def test_an_engines_last_words_reach_the_judge_whatever_order_docker_delivers_them(tmp_path):
+    """Docker copies an exec's stderr and stdout separately: a line written to stderr before
+    the reply arrived after it in ~7 of 100 replies here (and once in CI, where a failed
+    engine's private log then held no stderr). ``last_words`` reads the stream to its end."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "last_words.py").write_text(LAST_WORDS)
+    for p in [tree, *tree.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag=f"words-{SESSION}")
+    try:
+        box = sandbox.container("candidate", tree)
+        for _ in range(40):
+            engine = box.engine([sandbox.python, "-I", "last_words.py"], "e")
+            engine.request({"op": "load"}, 30)
+            assert "words0" in engine.last_words()
+            engine.close()
+        deaf = box.engine([sandbox.python, "-I", "last_words.py", "deaf"], "deaf")
+        deaf.request({"op": "load"}, 30)
+        assert "words0" in deaf.last_words(wait_s=1.0)  # bounded: it never exits
+        deaf.close(wait_s=0)
+    finally:
+        sandbox.close()
+
+
 @pytest.mark.parametrize("freezer", ["auto", "api"])
 def test_frozen_freezes_every_process_and_thaws_them(tmp_path, freezer):
     tree = _tree(tmp_path, GARBAGE)

@@ -52,6 +52,9 @@ class TimedToy:
     stderr_tail: str = ""
     closed: bool = False
 
+    def last_words(self, wait_s: float = 2.0) -> str:
+        return self.stderr_tail
+
     def request(
         self, payload: dict, timeout: float, vocab: int | None = None
     ) -> tuple[Reply, float]:

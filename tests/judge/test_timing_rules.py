@@ -62,6 +62,9 @@ class ToyEngine:
         self.straight = False
         self.last_rows = 0
 
+    def last_words(self, wait_s: float = 2.0) -> str:
+        return self.stderr_tail
+
     def request(
         self, payload: dict, timeout: float, vocab: int | None = None
     ) -> tuple[Reply, float]:
