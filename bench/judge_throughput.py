@@ -241,6 +241,7 @@ def cancel_leftovers(home: Any) -> list[int]:
     """Withdraw the jobs an interrupted bench run left queued (or running: its worker is gone,
     and the next worker would re-queue them) in this judge folder: a worker takes the oldest
     first, and would judge them before this run's. Only bench jobs: the folder is the bench's."""
+    queue = JudgeQueue(home.queue_path)  # made here on a new judge folder: nothing to withdraw
     with sqlite3.connect(home.queue_path) as db:
         ids = [
             row[0]
@@ -250,7 +251,7 @@ def cancel_leftovers(home: Any) -> list[int]:
                 (AGENT,),
             )
         ]
-    return JudgeQueue(home.queue_path).cancel(ids, "left by an interrupted bench run", running=True)
+    return queue.cancel(ids, "left by an interrupted bench run", running=True)
 
 
 def run_round(

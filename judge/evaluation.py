@@ -388,7 +388,9 @@ class _Run:
                     f"the engine was killed for exceeding the sandbox's memory limit "
                     f"({self.judge.sandbox.memory}) during {payload.get('op')} ({context})"
                 )
-            stderr = engine.last_words()
+            # A timed-out engine had the whole limit to say what it said: no wait for a hung
+            # one. Any other failure is read to the end of its stream (its dying words).
+            stderr = engine.last_words(0.05 if kind == "timeout" else 2.0)
             self.log.append(
                 {
                     "engine": engine.label,
