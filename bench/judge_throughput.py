@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import itertools
 import math
-import random
 import secrets
 import sqlite3
 import statistics
@@ -48,6 +46,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis.stats import permutation_test
 from judge import JudgeConfig, JudgeQueue, compose_judge_config, settings_hash
 from judge.mutant import Mutant
 from judge.preflight import build_mutant_repo, catalogue
@@ -309,32 +308,21 @@ def noise(side: Side, items: list[Item]) -> tuple[float, int]:
     return (statistics.stdev(xs) if len(xs) >= 2 else math.nan), len(xs)
 
 
-def spread_test(old: list[float], new: list[float], draws: int = 20000) -> float:
-    """Two-sided p-value of "the two samples are equally spread": a permutation test of the
-    difference in mean absolute deviation from each sample's own median (Brown-Forsythe's
-    statistic), every split enumerated when there are at most ``draws``, else ``draws``
-    random ones (seeded). NaN with fewer than two values on a side.
+def spread_test(old: list[float], new: list[float]) -> float:
+    """Two-sided p-value of "the two samples are equally spread": Brown-Forsythe's statistic
+    (each value's absolute deviation from its own sample's median) under the project's
+    permutation test of a difference in means (:func:`analysis.stats.permutation_test`).
+    NaN with fewer than two values on a side.
 
-    Six values a side tell little: a standard deviation of 0.10 against 0.05 is p ~ 0.3. This
+    Six values a side tell little: a standard deviation of 0.10 against 0.05 is p ~ 0.4. This
     says so next to the numbers, so that nobody reads the noise comparison as more than it is.
     """
     if len(old) < 2 or len(new) < 2:
         return math.nan
-    dev = [abs(v - statistics.median(old)) for v in old]
-    dev += [abs(v - statistics.median(new)) for v in new]
-    n, total = len(old), sum(dev)
-
-    def gap(first: tuple[float, ...]) -> float:
-        a = sum(first)
-        return abs(a / n - (total - a) / (len(dev) - n))
-
-    seen = gap(tuple(dev[:n]))
-    if math.comb(len(dev), n) <= draws:
-        splits = [tuple(c) for c in itertools.combinations(dev, n)]
-    else:
-        rng = random.Random(0)
-        splits = [tuple(rng.sample(dev, n)) for _ in range(draws)]
-    return sum(gap(c) >= seen - 1e-12 for c in splits) / len(splits)
+    return permutation_test(
+        [abs(v - statistics.median(old)) for v in old],
+        [abs(v - statistics.median(new)) for v in new],
+    )
 
 
 def per_hour(side: Side) -> float:
