@@ -25,6 +25,7 @@ from judge.queue import Job
 from judge.sandbox import Sandbox
 from judge.verdict import Evaluation, Verdict
 from runner.gateway import verdict_line
+from tests.support.sandbox import script_tree
 from tests.support.unique import SESSION
 
 pytestmark = pytest.mark.docker
@@ -111,11 +112,7 @@ MODES = {
 
 @pytest.fixture(scope="module")
 def box(tmp_path_factory, base_image):
-    tree = tmp_path_factory.mktemp("fake") / "tree"
-    tree.mkdir()
-    (tree / "fake_engine.py").write_text(FAKE_ENGINE)
-    for p in [tree, *tree.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
+    tree = script_tree(tmp_path_factory.mktemp("fake"), {"fake_engine.py": FAKE_ENGINE})
     sandbox = Sandbox(SandboxConfig(memory=MEMORY), "cpu", owner="test", tag=f"leaks-{SESSION}")
     try:
         yield sandbox, sandbox.container("candidate", tree)

@@ -12,6 +12,7 @@ import pytest
 from judge.config import SandboxConfig
 from judge.sandbox import EngineFailure, Sandbox, judge_cpuset
 from tasks.schema import PROJECT_ROOT
+from tests.support.sandbox import script_tree
 from tests.support.unique import SESSION
 
 pytestmark = pytest.mark.docker
@@ -149,11 +150,7 @@ def test_an_engines_last_words_reach_the_judge_whatever_order_docker_delivers_th
     """Docker copies an exec's stderr and stdout separately: a line written to stderr before
     the reply arrived after it in ~7 of 100 replies here (and once in CI, where a failed
     engine's private log then held no stderr). ``last_words`` reads the stream to its end."""
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    (tree / "last_words.py").write_text(LAST_WORDS)
-    for p in [tree, *tree.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
+    tree = script_tree(tmp_path, {"last_words.py": LAST_WORDS})
     sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag=f"words-{SESSION}")
     try:
         box = sandbox.container("candidate", tree)
@@ -193,11 +190,7 @@ for pid in os.listdir("/proc"):
 def test_closing_a_hung_engine_kills_it_and_its_children(tmp_path):
     """A hung engine ignores the EOF that ends a well-behaved one: close() kills it and what
     it started (the judge used to wait 5 s for it, twice in every timeout's retry)."""
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    (tree / "hung.py").write_text(HUNG)
-    for p in [tree, *tree.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
+    tree = script_tree(tmp_path, {"hung.py": HUNG})
     sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag=f"hung-{SESSION}")
     try:
         box = sandbox.container("candidate", tree)

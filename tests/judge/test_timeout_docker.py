@@ -22,6 +22,7 @@ from judge.private import InputSet
 from judge.queue import Job
 from judge.sandbox import Sandbox
 from judge.verdict import Verdict
+from tests.support.sandbox import script_tree
 from tests.support.unique import SESSION
 
 pytestmark = pytest.mark.docker
@@ -57,11 +58,7 @@ for line in sys.stdin:
 
 @pytest.fixture(scope="module")
 def boxes(tmp_path_factory, base_image):
-    tree = tmp_path_factory.mktemp("fake-timeout") / "tree"
-    tree.mkdir()
-    (tree / "fake_engine.py").write_text(FAKE_ENGINE)
-    for p in [tree, *tree.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
+    tree = script_tree(tmp_path_factory.mktemp("fake-timeout"), {"fake_engine.py": FAKE_ENGINE})
     sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag=f"timeouts-{SESSION}")
     try:
         yield sandbox, sandbox.container("candidate", tree), sandbox.container("baseline", tree)
