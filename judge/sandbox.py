@@ -398,7 +398,10 @@ class EngineProcess:
     def kill(self) -> bool:
         """SIGKILL the engine process and its descendants, from inside its container (as the
         container's user, so the judge needs no privilege over them). False when its pid could
-        not be found (it already exited, or the judge cannot read the host's /proc)."""
+        not be found (it already exited, or the judge cannot read the host's /proc), or its
+        container is frozen (a command run in it would wait, frozen too)."""
+        if self.container.paused:
+            return False
         api = self.container.client.api
         try:
             host_pid = int(api.exec_inspect(self.exec_id).get("Pid") or 0)
