@@ -3,21 +3,14 @@ apart from the candidate's and from the judge's own work."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from judge import Evaluation, Verdict
-
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "judge_overhead.py"
+from tests.support.bench import load_bench
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("judge_overhead", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("judge_overhead")
 
 
 def _evaluation(label: str, split: bool = True) -> Evaluation:

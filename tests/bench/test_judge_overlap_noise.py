@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 from judge import Evaluation, Verdict
+from tests.support.bench import load_bench
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "judge_overlap_noise.py"
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("judge_overlap_noise", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("judge_overlap_noise")
 
 
 def _evaluation(x: float, b1: float, total: float) -> Evaluation:

@@ -3,7 +3,6 @@ its report's verdict comparison and last line. The judge itself runs only in the
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from judge import Evaluation, Verdict, compose_judge_config
+from tests.support.bench import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "judge_throughput.py"
@@ -19,11 +19,7 @@ SCRIPT = ROOT / "bench" / "judge_throughput.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("judge_throughput", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["judge_throughput"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("judge_throughput")
 
 
 def test_help_runs_without_a_judge():
