@@ -34,6 +34,7 @@ __all__ = [
     "min_p_value",
     "noise_sigma",
     "permutation_test",
+    "spread_test",
 ]
 
 #: Largest n_a + n_b the permutation test enumerates exactly (C(20, 10) = 184,756 splits).
@@ -186,6 +187,27 @@ def permutation_test(a: Sequence[float], b: Sequence[float]) -> float:
         lower += int(np.count_nonzero(sums <= observed + tolerance))
         remaining -= size
     return min(1.0, 2.0 * (min(upper, lower) + 1) / (MONTE_CARLO_DRAWS + 1))
+
+
+def spread_test(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of "``a`` and ``b`` are equally spread": Brown-Forsythe's statistic
+    (each value's absolute deviation from its own sample's median) under
+    :func:`permutation_test`. NaN with fewer than two values on a side.
+
+    Small samples tell little: six values a side with standard deviations 0.10 and 0.05 give
+    p ~ 0.4. Printed beside two spreads, it keeps anyone from reading more into them.
+
+    Args:
+        a: One sample's values.
+        b: The other's.
+
+    Raises:
+        ValueError: a value is NaN or infinite.
+    """
+    if len(a) < 2 or len(b) < 2:
+        return math.nan
+    xa, xb = _values("a", a), _values("b", b)
+    return permutation_test(np.abs(xa - np.median(xa)), np.abs(xb - np.median(xb)))
 
 
 def _mann_whitney_cdf(n_a: int, n_b: int) -> np.ndarray:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.stats import permutation_test
+from analysis.stats import permutation_test, spread_test
 from judge import compose_judge_config
 from judge.config import SandboxConfig
 from judge.preflight import build_mutant_repo, load_mutants
@@ -144,10 +144,11 @@ def main() -> int:
                     stdout=subprocess.PIPE,
                     text=True,
                 )
-                assert helper.stdout is not None
-                if helper.stdout.readline().strip() != "ready":
-                    raise SystemExit("the stand-in did not start")
             try:
+                if helper is not None:
+                    assert helper.stdout is not None
+                    if helper.stdout.readline().strip() != "ready":
+                        raise SystemExit("the stand-in did not start")
                 e = judged(cfg, home, queue, repo, shas["baseline"], f"{condition}{i}")
             finally:
                 if helper is not None:
@@ -160,10 +161,9 @@ def main() -> int:
     for name, evaluations in results.items():
         print(summary(name, evaluations))
     xs = {n: [float(e.metrics["x_baseline"]) for e in v] for n, v in results.items()}
-    dev = {n: [abs(x - statistics.median(v)) for x in v] for n, v in xs.items()}
     b1 = {n: [float(e.metrics["b1_ratio"]) for e in v] for n, v in results.items()}
     print(
-        f"overlap noise: x spread p {permutation_test(dev['quiet'], dev['busy']):.2f},"
+        f"overlap noise: x spread p {spread_test(xs['quiet'], xs['busy']):.2f},"
         f" x level p {permutation_test(xs['quiet'], xs['busy']):.2f},"
         f" B=1 level p {permutation_test(b1['quiet'], b1['busy']):.2f}"
     )

@@ -46,7 +46,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.stats import permutation_test
+from analysis.stats import spread_test
 from judge import JudgeConfig, JudgeQueue, compose_judge_config, settings_hash
 from judge.mutant import Mutant
 from judge.preflight import build_mutant_repo, catalogue
@@ -308,23 +308,6 @@ def noise(side: Side, items: list[Item]) -> tuple[float, int]:
     return (statistics.stdev(xs) if len(xs) >= 2 else math.nan), len(xs)
 
 
-def spread_test(old: list[float], new: list[float]) -> float:
-    """Two-sided p-value of "the two samples are equally spread": Brown-Forsythe's statistic
-    (each value's absolute deviation from its own sample's median) under the project's
-    permutation test of a difference in means (:func:`analysis.stats.permutation_test`).
-    NaN with fewer than two values on a side.
-
-    Six values a side tell little: a standard deviation of 0.10 against 0.05 is p ~ 0.4. This
-    says so next to the numbers, so that nobody reads the noise comparison as more than it is.
-    """
-    if len(old) < 2 or len(new) < 2:
-        return math.nan
-    return permutation_test(
-        [abs(v - statistics.median(old)) for v in old],
-        [abs(v - statistics.median(new)) for v in new],
-    )
-
-
 def per_hour(side: Side) -> float:
     jobs = sum(len(r) for r in side.results)
     return 3600.0 * jobs / side.wall_s if side.wall_s else math.nan
@@ -342,12 +325,7 @@ def report(sides: dict[str, Side], items: list[Item]) -> list[str]:
         busy = sum(e.stages.get("total", 0.0) for e in evaluations)
         dups = sum(1 for e in evaluations if getattr(e, "duplicate_of", None))
         sd, n = noise(side, items)
-        xs = [
-            float(e.metrics["x_baseline"])
-            for r in side.results
-            for item, e in zip(items, r, strict=True)
-            if item.noise and "x_baseline" in e.metrics
-        ]
+        xs = noise_xs(side, items)
         median_x = statistics.median(xs) if xs else math.nan
         lines.append(
             f"{side.name:<8} {len(evaluations):>5} {side.wall_s:>8.1f} {busy:>8.1f}"

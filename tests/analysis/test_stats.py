@@ -16,6 +16,7 @@ from analysis.stats import (
     min_p_value,
     noise_sigma,
     permutation_test,
+    spread_test,
 )
 
 # --- arm_spread --------------------------------------------------------------------------------
@@ -309,3 +310,14 @@ def test_compare_bad_settings(kwargs: dict[str, float]) -> None:
 def test_bad_values_everywhere(function, values) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError):
         function(values)
+
+
+def test_spread_test_tells_spread_from_level_and_says_when_too_few():
+    steady = [1.00, 1.01, 0.99, 1.00, 1.01, 0.99, 1.00, 1.00]
+    wild = [0.60, 1.40, 0.70, 1.30, 1.00, 0.50, 1.50, 1.00]
+    assert spread_test(steady, wild) < 0.01
+    assert spread_test(wild, steady) < 0.01
+    assert spread_test(wild, [v + 0.2 for v in wild]) > 0.5  # shifted, as spread
+    assert math.isnan(spread_test([1.0], wild))
+    many = [1.0 + 0.01 * ((7 * i) % 13) for i in range(30)]
+    assert 0.0 <= spread_test(many, many[::-1]) <= 1.0  # sampled splits, not all
