@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,51 @@ def test_the_sidecar_reaches_the_server_and_nothing_else_is_shared(tmp_path, bas
         # The sidecar is a container of the evaluation: closed with the others.
         assert loadgen.box in sandbox.containers
         assert server.running()
+    finally:
+        sandbox.close()
+
+
+LOGGING_SERVER = """
+import sys
+while True:  # a server logging every request, and more
+    sys.stdout.write("INFO: request served\\n" * 400)
+    sys.stdout.flush()
+"""
+
+STOP_SERVER = """
+import os, signal
+for pid in os.listdir("/proc"):
+    if pid.isdigit() and int(pid) != os.getpid():
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if b"logging_server.py" in argv:
+            os.kill(int(pid), signal.SIGKILL)
+"""
+
+
+def test_a_closed_servers_log_does_not_block_its_container(tmp_path, base_image):
+    """A server that logs without pause, once the judge has closed its end: its log used to
+    block the Docker daemon's copy, and when the server died (killed here, as the container's
+    removal kills it) every later exec in the container and the removal itself waited on that
+    copy (an exec 15 s, then its timeout; the removal 22 s). Closed both ways, the container
+    runs its next command. Without that, the command below waits out its whole timeout."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    tree.chmod(0o755)
+    (tree / "logging_server.py").write_text(LOGGING_SERVER)
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test-server", tag=f"logging-{SESSION}")
+    try:
+        box = sandbox.container("candidate", tree)
+        server = ServerProcess(box, [sandbox.python, "-I", "logging_server.py"], {}, "logging")
+        time.sleep(1)  # logging, drained
+        server.close()
+        time.sleep(1)  # nobody drains it now: the socket's buffers fill
+        box.run([sandbox.python, "-I", "-c", STOP_SERVER], timeout=60)
+        code, out = box.run([sandbox.python, "-I", "-c", "print('next')"], timeout=60)
+        assert (code, out.strip()) == (0, "next"), "the container's next command never ran"
+        assert not server.running()
     finally:
         sandbox.close()
 
