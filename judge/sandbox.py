@@ -514,6 +514,11 @@ class SandboxContainer:
         except TimeoutError:
             return None, bytes(stream.stderr[-2000:]).decode("utf-8", "replace")
         finally:
+            # Shut down, not only closed (docker-py's reader of the same socket keeps it open):
+            # a command left running at its timeout, still writing, would block the daemon's
+            # copy and every later exec here (see EngineProcess.hang_up).
+            with suppress(OSError):
+                stream.sock.shutdown(socket.SHUT_RDWR)
             stream.sock.close()
         code = api.exec_inspect(exec_id).get("ExitCode")
         out = (bytes(stream.stdout[-2000:]) + bytes(stream.stderr[-2000:])).decode(
