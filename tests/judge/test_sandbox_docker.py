@@ -12,7 +12,7 @@ import pytest
 from judge.config import SandboxConfig
 from judge.sandbox import EngineFailure, Sandbox, judge_cpuset
 from tasks.schema import PROJECT_ROOT
-from tests.support.sandbox import script_tree
+from tests.support.sandbox import kill_script, script_tree
 from tests.support.unique import SESSION
 
 pytestmark = pytest.mark.docker
@@ -244,19 +244,6 @@ def test_an_engine_flooding_its_output_does_not_block_its_container(tmp_path, en
         sandbox.close()
 
 
-STOP_FLOOD = """
-import os, signal
-for pid in os.listdir("/proc"):
-    if pid.isdigit() and int(pid) != os.getpid():
-        try:
-            argv = open(f"/proc/{pid}/cmdline", "rb").read()
-        except OSError:
-            continue
-        if b"flood.py" in argv:
-            os.kill(int(pid), signal.SIGKILL)
-"""
-
-
 def test_a_command_still_flooding_at_its_timeout_does_not_block_its_container(tmp_path):
     """A command (a build) that hangs writing output past its timeout: its socket is shut
     down, not only closed (docker-py's reader kept it open), so the command that kills it and
@@ -268,7 +255,7 @@ def test_a_command_still_flooding_at_its_timeout_does_not_block_its_container(tm
         code, _ = box.run([sandbox.python, "-I", "flood.py"], timeout=1)
         assert code is None
         time.sleep(1)  # nobody reads it now: the socket's buffers fill
-        code, out = box.run([sandbox.python, "-I", "-c", STOP_FLOOD], 60)
+        code, out = box.run([sandbox.python, "-I", "-c", kill_script("flood.py")], 60)
         assert code == 0, f"the command that stops it never ran: {out}"
         code, after = box.run([sandbox.python, "-I", "-c", PROCESSES], 60)
         assert code == 0 and "flood.py" not in after, after

@@ -21,6 +21,7 @@ from judge.sandbox import Sandbox
 from judge.service import run_until_done
 from judge.verdict import Verdict
 from tasks.schema import PROJECT_ROOT
+from tests.support.sandbox import kill_script, script_tree
 from tests.support.unique import SESSION
 
 pytestmark = pytest.mark.docker
@@ -160,18 +161,6 @@ while True:  # a server logging every request, and more
     sys.stdout.flush()
 """
 
-STOP_SERVER = """
-import os, signal
-for pid in os.listdir("/proc"):
-    if pid.isdigit() and int(pid) != os.getpid():
-        try:
-            argv = open(f"/proc/{pid}/cmdline", "rb").read()
-        except OSError:
-            continue
-        if b"logging_server.py" in argv:
-            os.kill(int(pid), signal.SIGKILL)
-"""
-
 
 def test_a_closed_servers_log_does_not_block_its_container(tmp_path, base_image):
     """A server that logs without pause, once the judge has closed its end: its log used to
@@ -179,10 +168,7 @@ def test_a_closed_servers_log_does_not_block_its_container(tmp_path, base_image)
     removal kills it) every later exec in the container and the removal itself waited on that
     copy (an exec 15 s, then its timeout; the removal 22 s). Closed both ways, the container
     runs its next command. Without that, the command below waits out its whole timeout."""
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    tree.chmod(0o755)
-    (tree / "logging_server.py").write_text(LOGGING_SERVER)
+    tree = script_tree(tmp_path, {"logging_server.py": LOGGING_SERVER})
     sandbox = Sandbox(SandboxConfig(), "cpu", owner="test-server", tag=f"logging-{SESSION}")
     try:
         box = sandbox.container("candidate", tree)
@@ -190,7 +176,7 @@ def test_a_closed_servers_log_does_not_block_its_container(tmp_path, base_image)
         time.sleep(1)  # logging, drained
         server.close()
         time.sleep(1)  # nobody drains it now: the socket's buffers fill
-        box.run([sandbox.python, "-I", "-c", STOP_SERVER], timeout=60)
+        box.run([sandbox.python, "-I", "-c", kill_script("logging_server.py")], timeout=60)
         code, out = box.run([sandbox.python, "-I", "-c", "print('next')"], timeout=60)
         assert (code, out.strip()) == (0, "next"), "the container's next command never ran"
         assert not server.running()
