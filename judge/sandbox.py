@@ -166,6 +166,20 @@ class _Stream:
         self.stderr = bytearray()
         self.closed = False
 
+    def hang_up(self) -> None:
+        """Shut the socket down both ways; safe to repeat, and after the socket is closed.
+
+        Closing our descriptor is not enough: docker-py's reader of the same socket keeps it
+        open. And the read half matters as much as the write half (the process's EOF): output
+        nobody reads any more (an engine flooding past the judge's cap, a server logging on, a
+        command left at its timeout) fills the socket's buffers and blocks the Docker daemon's
+        copy of it; once the writer dies, every later exec in its container and the
+        container's removal wait on that copy (measured here: a kill's exec 10.0 s and a
+        removal 20.1 s; after a hang-up 0.16 s and 0.06 s). Shut down, the copy fails at once.
+        """
+        with suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+
     def _recv(self, timeout: float | None) -> bytes:
         try:
             self.sock.settimeout(timeout)
@@ -365,7 +379,8 @@ class EngineProcess:
         return self.stderr_tail
 
     def close(self, wait_s: float = 5.0, grace_s: float = 0.5) -> None:
-        """End the engine: its stdin closes; one still running ``grace_s`` later is killed
+        """End the engine: its connection is hung up (its stdin ends, and nothing more of its
+        output is read); one still running ``grace_s`` later is killed
         with its children; wait up to ``wait_s`` in all for it to exit.
 
         The wait matters: the cgroup freezer gives up ("unable to freeze") on a process that is
@@ -395,17 +410,9 @@ class EngineProcess:
                 time.sleep(0.02)
 
     def hang_up(self) -> None:
-        """Shut the engine's connection both ways: its input ends (EOF), and the Docker daemon's
-        copy of its output into this socket fails at once instead of blocking.
-
-        The read half matters as much as the write half. An engine that floods its output
-        (cut off at the judge's cap, then no longer read) blocks the daemon's copy into this
-        socket, and with it every later exec in its container, the kill's included, and the
-        container's removal (measured here: a kill 10.0 s and a removal 20.1 s; after a
-        hang-up 0.16 s and 0.06 s). Safe to call more than once, and after :meth:`close`.
-        """
-        with suppress(OSError):
-            self._stream.sock.shutdown(socket.SHUT_RDWR)
+        """End the engine's input and the daemon's copy of its output (``_Stream.hang_up``:
+        why both). Safe to call more than once, and after :meth:`close`."""
+        self._stream.hang_up()
 
     def kill(self) -> bool:
         """SIGKILL the engine process and its descendants, from inside its container (as the
@@ -514,11 +521,7 @@ class SandboxContainer:
         except TimeoutError:
             return None, bytes(stream.stderr[-2000:]).decode("utf-8", "replace")
         finally:
-            # Shut down, not only closed (docker-py's reader of the same socket keeps it open):
-            # a command left running at its timeout, still writing, would block the daemon's
-            # copy and every later exec here (see EngineProcess.hang_up).
-            with suppress(OSError):
-                stream.sock.shutdown(socket.SHUT_RDWR)
+            stream.hang_up()  # a command left running at its timeout may still be writing
             stream.sock.close()
         code = api.exec_inspect(exec_id).get("ExitCode")
         out = (bytes(stream.stdout[-2000:]) + bytes(stream.stderr[-2000:])).decode(
@@ -788,7 +791,7 @@ class Sandbox:
 
     def close(self) -> None:
         """Remove every container of this sandbox, hanging up its engines first (a removal
-        waits on the daemon's copy of a flooding engine's output: :meth:`EngineProcess.hang_up`)."""
+        would wait on the daemon's copy of output nobody reads: ``_Stream.hang_up``)."""
         for box in self.containers:
             for process in box.processes:
                 process.hang_up()

@@ -16,7 +16,6 @@ stdin/stdout, one JSON line each way, and its clock is the one that measures.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from contextlib import suppress
@@ -79,12 +78,10 @@ class ServerProcess:
             raise InfrastructureFault(f"could not inspect the {self.label} server: {exc}") from exc
 
     def close(self) -> None:
-        """Drop the judge's end; the process goes with its container. The socket is shut
-        down both ways first: a server still logging into it once the drain stops would block
-        the Docker daemon's copy, and when its container is removed, the removal and any exec
-        in it wait on that copy (measured: 22 s; see ``EngineProcess.hang_up``)."""
-        with suppress(OSError):
-            self._stream.sock.shutdown(socket.SHUT_RDWR)
+        """Drop the judge's end; the process goes with its container. Hung up first: a
+        server logging on once the drain stops would otherwise hold up its container's removal
+        (measured: 22 s; ``_Stream.hang_up``)."""
+        self._stream.hang_up()
         with suppress(Exception):
             self._stream.sock.close()
         with suppress(Exception):
@@ -154,8 +151,7 @@ class LoadGen:
         return reply
 
     def close(self) -> None:
-        with suppress(OSError):
-            self._stream.sock.shutdown(socket.SHUT_RDWR)
+        self._stream.hang_up()
         with suppress(Exception):
             self._stream.sock.close()
         with suppress(Exception):
