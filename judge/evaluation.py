@@ -11,7 +11,6 @@ output on them in this same evaluation.
 from __future__ import annotations
 
 import json
-import math
 import secrets
 import shutil
 import statistics
@@ -31,6 +30,7 @@ from typing import Any, NoReturn
 import numpy as np
 from omegaconf import DictConfig
 
+from judge.b1 import B1Plan, draw_lone, run_b1, unit_traffic
 from judge.checkout import extract_tree
 from judge.integrity import check_integrity
 from judge.kinds import get_kind
@@ -60,42 +60,6 @@ from judge.sandbox import (
 from judge.verdict import Evaluation, Outcome, Verdict
 
 
-def median_and_se(values: list[float]) -> tuple[float, float]:
-    """The median and its standard error, from the median absolute deviation. Descriptive only
-    (the B=1 verdict rests on :func:`sign_test_count`, which assumes no noise distribution)."""
-    data = np.asarray(values, dtype=float)
-    median = float(np.median(data))
-    mad = float(np.median(np.abs(data - median)))
-    # 1.4826 * MAD estimates sigma for normal data; the median's SE is 1.2533 sigma / sqrt(n).
-    return median, 1.2533 * 1.4826 * mad / np.sqrt(len(data))
-
-
-def sign_test_count(n: int, alpha: float) -> int:
-    """The fewest of ``n`` pairs that must lie above a limit to reject "median <= limit" at
-    one-sided level ``alpha``: the smallest k with P(Binomial(n, 1/2) >= k) <= alpha; ``n + 1``
-    when no k qualifies (too few pairs for that level).
-
-    Exact for any continuous noise distribution of independent pairs. This matters here: on
-    these VMs one pair's ratio varies by 15-30% with heavy tails, and a normal-theory SE from
-    the MAD understated it enough to convict the unmodified baseline (6.8% slower, "SE 2.3%").
-    """
-    tail = 0.0
-    for k in range(n, -1, -1):
-        tail += math.comb(n, k) / 2**n
-        if tail > alpha:
-            return k + 1
-    return 0
-
-
-def median_lower_bound(values: list[float], alpha: float) -> float:
-    """A distribution-free lower confidence bound (level ``1 - alpha``) of the median: the
-    order statistic that :func:`sign_test_count` compares with the limit. With too few values
-    for that level, the smallest value (a weaker bound, never a stronger one)."""
-    data = sorted(values)
-    k = sign_test_count(len(data), alpha)
-    return data[max(0, len(data) - k)]
-
-
 def retry_limit(first_s: float, base_now_s: float, factor: float, floor_s: float) -> float:
     """The limit of a timed-out candidate request's one retry: ``factor`` times the baseline's
     time on the same request measured just now, plus ``floor_s``, never below ``first_s`` (the
@@ -105,12 +69,12 @@ def retry_limit(first_s: float, base_now_s: float, factor: float, floor_s: float
 
 
 def transition_walk(sizes: list[int], rng: np.random.Generator, start: int) -> list[int]:
-    """A closed walk from ``start`` taking every ordered pair of distinct ``sizes`` exactly
-    once (an Eulerian circuit of the complete directed graph: Hierholzer's algorithm), the
-    order of the edges drawn from ``rng``. ``k`` sizes give ``k * (k - 1) + 1`` runs."""
-    if len(sizes) < 2:
-        return [start]
-    out = {a: [b for b in sizes if b != a] for a in sizes}
+    """A closed walk from ``start`` taking every ordered pair of ``sizes`` exactly once, same
+    size included (two requests of one size in a row are the commonest real traffic, and a row
+    cache kept between them leaks there): an Eulerian circuit of the complete directed graph
+    with a loop at each size (Hierholzer's algorithm), the order of the edges drawn from
+    ``rng``. ``k`` sizes give ``k * k + 1`` runs."""
+    out = {a: list(sizes) for a in sizes}
     for targets in out.values():
         rng.shuffle(targets)
     stack, walk = [start], []
@@ -357,9 +321,22 @@ class _Run:
         once it holds against the baseline of the moment too (:meth:`confirm_timeout`)."""
         if op == "reset":
             return float(self.judge.timeout_floor_s)
-        ref = self.home.references[self.fresh_like.get(set_name, set_name)]
+        like = self.fresh_like.get(set_name, set_name)
+        ref = self.home.references[like]
         base = ref.prefill_s if op == "prefill" else ref.decode_s
+        if like != set_name:  # a drawn set may be longer than its stored likeness: scale up
+            base *= self.work_ratio(self.input_set(set_name), self.home.inputs[like], op)
         return self.judge.timeout_factor * base + self.judge.timeout_floor_s
+
+    @staticmethod
+    def work_ratio(s: InputSet, like: InputSet, op: str) -> float:
+        """How many times ``like``'s work ``s`` asks of ``op`` (prompt tokens for a prefill,
+        rows x steps for a decode), never below 1: a limit only ever grows with it."""
+        if op == "prefill":
+            work, base = sum(map(len, s.prompts)), sum(map(len, like.prompts))
+        else:
+            work, base = s.batch * s.new_tokens, like.batch * like.new_tokens
+        return max(1.0, work / max(1, base))
 
     def baseline_scale(self) -> float:
         """How many times the candidate's limit the judge's own baseline request may take
@@ -968,91 +945,74 @@ class _Run:
             self.base_engine = main
 
     def b1_pairs(self, serve: list[str]) -> None:
-        """B=1 requests against the baseline, ABBA pairs, judged beyond noise.
-
-        Each pair gives a ratio (candidate / baseline time of prefill + decode + reset, on
-        prompts drawn for this evaluation). A median over the limit gets more pairs, up to
-        ``max_pairs``; it is charged only on the full set, and only if an exact one-sided sign
-        test rejects "median ratio <= limit" at ``judge.b1_alpha`` (at least
-        :func:`sign_test_count` of the pairs above the limit). So an innocent candidate is
-        convicted with probability below ``b1_alpha`` whatever the machine's noise; a
-        suspicious but unproven regression passes, flagged ``b1_unresolved``.
+        """Single-sequence speed where traffic meets it (:mod:`judge.b1`): units of a fresh
+        candidate and a fresh baseline process with the same traffic (a batch among
+        ``per_process`` lone requests), each lone request at a drawn shape, paired with the
+        baseline's on the same prompt, who goes first by a coin. WRONG ``b1_regression`` only
+        when the sign-flip test over whole units proves the mean slowdown over the limit at
+        ``judge.b1_alpha``; a suspicious but unproven one passes, flagged ``b1_unresolved``.
         """
         assert self.cand is not None
-        b1, limit = self.task.b1, 1.0 + self.task.spec.b1_max_regression
-        alpha = self.judge.b1_alpha
-        ratios: list[float] = []
+        limit = 1.0 + float(self.task.spec.b1_max_regression)
+        alpha = float(self.judge.b1_alpha)
+        plan = B1Plan.of(self.task.b1, alpha)
         phases: dict[str, list[float]] = {"prefill": [], "decode": []}
-        while True:
-            first = len(ratios)
-            for i in range(first, min(first + b1.pairs, b1.max_pairs)):
-                name = self.draw(f"b1:{i}", 1, b1.prompt_len, b1.new_tokens, "shape:b1")
-                # Each pair in a fresh candidate and a fresh baseline process: on a loaded
-                # machine one process runs a few to ~10% faster or slower than an identical one
-                # for its whole life (measured here: a CPU hog beside the judge; per process,
-                # not per container), so pairs sharing two processes share one offset and a
-                # sign test over them convicted unmodified code (25 of 27 pairs over the limit).
-                with self.fresh_baseline(self.base_serve, f"baseline B=1 {i + 1}"):
-                    engine = self.cand.engine(serve, f"single {i + 1}")
-                    self.call(
-                        engine,
-                        {"op": "load"},
-                        self.judge.load_timeout_s,
-                        f"load (single-sequence process {i + 1})",
-                    )
-                    # ABBA: alternate who goes first so slow drift cancels out.
-                    cand, base = self.pair(engine, name, f"B=1 run {i + 1}", cand_first=i % 2 == 0)
-                    engine.close()
-                ratios.append(cand.total_s / base.total_s)
-                phases["prefill"].append(cand.prefill_s / base.prefill_s)
-                phases["decode"].append(cand.decode_s / base.decode_s)
-            median = float(np.median(ratios))
-            suspicious = median > limit
-            # A conviction always rests on every pair: the test is run once, at max_pairs.
-            complete = len(ratios) >= b1.max_pairs or not self.judge.confirm_timing_failures
-            if not suspicious or complete:
-                break
+        sizes = batch_sizes(self.task)
+        alt = self.task.alternating
+
+        def unit(i: int) -> list[tuple[float, float]]:
+            assert self.cand is not None
+            rng = np.random.default_rng(derive_seed(self.eval_seed, f"b1:{i}"))
+            size, batch_at = unit_traffic(rng, plan.per_unit, sizes, i)
+            pairs: list[tuple[float, float]] = []
+            # A fresh candidate and a fresh baseline process per unit: on a loaded machine one
+            # process runs a few to ~10% faster or slower than an identical one for its whole
+            # life (measured here: a CPU hog beside the judge; per process, not per container),
+            # so the test flips whole units, never pairs sharing two processes.
+            with self.fresh_baseline(self.base_serve, f"baseline B=1 {i + 1}"):
+                engine = self.cand.engine(serve, f"single {i + 1}")
+                self.call(
+                    engine,
+                    {"op": "load"},
+                    self.judge.load_timeout_s,
+                    f"load (single-sequence process {i + 1})",
+                )
+                for j in range(plan.per_unit):
+                    where = f"single-sequence process {i + 1}"
+                    if j == batch_at:
+                        name = self.draw(
+                            f"b1:{i}:batch", size, alt.prompt_len, alt.new_tokens, f"alt:{size}:0"
+                        )
+                        self.pair(engine, name, f"B={size} run in {where}", bool(rng.integers(2)))
+                    prompt_len, steps = draw_lone(self.task, rng)
+                    name = self.draw(f"b1:{i}:{j}", 1, prompt_len, steps, "shape:b1")
+                    context = f"B=1 run {j + 1} in {where}"
+                    cand, base = self.pair(engine, name, context, bool(rng.integers(2)))
+                    pairs.append((cand.total_s, base.total_s))
+                    phases["prefill"].append(cand.prefill_s / base.prefill_s)
+                    phases["decode"].append(cand.decode_s / base.decode_s)
+                engine.close()
+            return pairs
+
+        result = run_b1(plan, limit, alpha, bool(self.judge.confirm_timing_failures), unit)
         # Diagnosis only: where a B=1 change sits. The verdict rests on the whole request.
         self.metrics["b1_prefill_ratio"] = round(float(np.median(phases["prefill"])), 4)
         self.metrics["b1_decode_ratio"] = round(float(np.median(phases["decode"])), 4)
-        above = sum(r > limit for r in ratios)
-        needed = sign_test_count(len(ratios), alpha)
-        proven = complete and above >= needed
-        lower = median_lower_bound(ratios, alpha)
-        _, se = median_and_se(ratios)
-        q = np.quantile(ratios, [0.25, 0.75])
-        self.metrics.update(
-            b1_ratio=round(median, 4),
-            b1_se=round(se, 4),
-            b1_lower=round(lower, 4),
-            # How far below the median the judge's (1 - alpha) bound sits: the smallest excess
-            # over the limit this evaluation could have convicted.
-            b1_resolution=round(median - lower, 4),
-            b1_above_limit=above,
-            b1_needed=needed,
-            b1_ratio_q25=round(float(q[0]), 4),
-            b1_ratio_q75=round(float(q[1]), 4),
-            b1_ratio_min=round(min(ratios), 4),
-            b1_ratio_max=round(max(ratios), 4),
-            b1_pairs=len(ratios),
-        )
-        if proven:
+        self.metrics.update(result.metrics())
+        if result.proven:
             raise Outcome(
                 Verdict.WRONG,
                 "b1_regression",
-                f"B=1 requests (prefill + decode) are {100 * (median - 1):.1f}% slower than the"
-                f" baseline: {above} of "
-                f"{len(ratios)} interleaved pairs over the {100 * (limit - 1):.0f}% limit "
-                f"(exact sign test, one-sided p <= {alpha:g}; a {100 * (1 - alpha):g}% lower "
-                f"bound of the slowdown is {100 * (lower - 1):.1f}%)",
+                result.detail("B=1 requests (prefill + decode + reset)"),
                 tokens_correct=True,
             )
-        if suspicious:
+        if result.suspicious:
             self.flags["b1_unresolved"] = True
 
     def alternating(self, serve: list[str]) -> None:
-        """Every transition between the batch sizes the task uses (1 included), both ways, in
-        one engine process, in an order drawn for this evaluation; every row is checked.
+        """Every transition between the batch sizes the task uses (1 included), both ways and
+        from each size to itself, in one engine process, in an order drawn for this
+        evaluation; every row is checked.
 
         State that leaks from one request into the next (buffers sized for a larger batch,
         a B=1 fast path's scratch, flags reset() forgets) shows up as a wrong token in the

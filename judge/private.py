@@ -37,7 +37,8 @@ from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer, sandbo
 from tasks.schema import PROJECT_ROOT, task_root
 
 # 2: per-sets_seed stored sets; timing, B=1 and re-check prompts drawn per evaluation.
-JUDGE_VERSION = "2"
+# 3: a transition set more per batch size (the walk takes same-size transitions too).
+JUDGE_VERSION = "3"
 # Under judge.private_dir: assets' sha256 by path, size and mtime (a large file is read once).
 ASSET_HASH_CACHE = "asset-sha256.json"
 Progress = Callable[[str], None]
@@ -221,9 +222,9 @@ def batch_sizes(task: DictConfig) -> list[int]:
 
 def transition_visits(task: DictConfig) -> int:
     """How many runs of each batch size the transition check needs at most: each round is a
-    closed walk over every ordered pair of the k sizes, entering each size k - 1 times, and
-    the walk's start is visited once more at the very beginning."""
-    return (len(batch_sizes(task)) - 1) * int(task.alternating.rounds) + 1
+    closed walk over every ordered pair of the k sizes, same size included, entering each size
+    k times, and the walk's start is visited once more at the very beginning."""
+    return len(batch_sizes(task)) * int(task.alternating.rounds) + 1
 
 
 def plan_inputs(cfg: DictConfig, sets_seed: int) -> list[InputSet]:

@@ -50,15 +50,21 @@ class TimingConfig:
 
 @dataclass
 class B1Config:
-    """Single-sequence paired runs, candidate and baseline interleaved (ABBA), each timed over
-    prefill + decode + reset on prompts drawn for this evaluation.
+    """Single-sequence speed where traffic meets it (``judge/b1.py``): lone requests in
+    process pairs (decode: a fresh candidate and baseline process each; server: the two
+    servers) that also serve a batch of a size the task uses, each request at a prompt and
+    output length drawn across the ranges of the cases, the timing batch and this block,
+    candidate and baseline back to back on the same prompt, timed over prefill + decode +
+    reset.
 
-    ``pairs`` are run first; while the ratio is over the limit but not beyond the noise, more
-    batches of ``pairs`` are run, up to ``max_pairs`` (each pair on its own hidden prompt).
+    ``pairs`` lone pairs are run first, ``per_process`` in each process pair; while the
+    slowdown is over the limit but not proven, as many again, up to ``max_pairs`` (and never
+    fewer process pairs than the test needs to reach ``judge.b1_alpha``).
     """
 
-    pairs: int = 9
-    max_pairs: int = 27
+    pairs: int = 12
+    max_pairs: int = 64
+    per_process: int = 4
     new_tokens: int = 64
     prompt_len: list[int] = field(default_factory=lambda: [8, 24])
 

@@ -27,8 +27,8 @@ interleaved, the candidate frozen while the baseline is timed; every limit is re
   alternating; aggregate output tok/s counts the ids the judge received (never ``usage``);
   x is the median paired ratio at the headline concurrency. Every timed reply is checked
   against the baseline's reply in the same pair.
-- Single stream: B=1 pairs judged by the decode kind's exact sign test
-  (:func:`judge.evaluation.sign_test_count`): WRONG ``b1_regression`` only when proven.
+- Single stream: lone requests among concurrent bursts at drawn shapes, judged by the decode
+  kind's test (:mod:`judge.b1`): WRONG ``b1_regression`` only when proven.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ from typing import Any, NoReturn
 import numpy as np
 from omegaconf import DictConfig
 
-from judge.evaluation import checked_tree, median_lower_bound, retry_limit, sign_test_count
+from judge.b1 import B1Plan, draw_lone, run_b1, unit_traffic
+from judge.evaluation import checked_tree, retry_limit
 from judge.kinds.server_sidecar import LoadGen, ServerProcess
 from judge.mutant import candidate_serve
 from judge.private import (
@@ -57,6 +58,7 @@ from judge.private import (
     JudgeHome,
     Reference,
     build_baseline,
+    derive_seed,
     draw_set,
     sandbox_runtime,
 )
@@ -899,55 +901,59 @@ class _ServerRun:
         return draw_set(self.task, self.eval_seed, f"fresh:{name}", batch, prompt_len, new_tokens)
 
     def b1_pairs(self) -> None:
-        """Single-stream requests, candidate and baseline interleaved (ABBA), each on its own
-        prompt drawn now; the decode kind's rule: WRONG only when an exact one-sided sign test
-        proves the median ratio over ``1 + b1_max_regression``."""
+        """Single-stream speed where traffic meets it (:mod:`judge.b1`): units of
+        ``per_process`` lone requests with one concurrent burst placed among them (never after
+        the last), each lone request at a drawn shape, candidate and baseline back to back on
+        the same prompt, who goes first by a coin; WRONG ``b1_regression`` only when the
+        sign-flip test over whole units proves the mean slowdown over the limit. The servers
+        live through the whole evaluation, so every unit meets the history of the ones before
+        (and both servers the same one)."""
         assert self.cand is not None
-        b1, limit = self.task.b1, 1.0 + float(self.task.spec.b1_max_regression)
+        limit = 1.0 + float(self.task.spec.b1_max_regression)
         alpha = float(self.judge.b1_alpha)
-        ratios: list[float] = []
+        plan = B1Plan.of(self.task.b1, alpha)
+        level = int(self.task.timing.batch)
+        alt = self.task.alternating
         ttft: list[float] = []
-        while True:
-            first = len(ratios)
-            for i in range(first, min(first + int(b1.pairs), int(b1.max_pairs))):
-                s = self.draw(f"b1:{i}", 1, b1.prompt_len, int(b1.new_tokens))
-                context = f"single-stream run {i + 1}"
-                if i % 2 == 0:
-                    cand = self.load(self.cand, s, 1, context)
-                    base = self.base_load(s, 1, context)
-                else:
-                    base = self.base_load(s, 1, context)
-                    cand = self.load(self.cand, s, 1, context)
-                self.check_fresh(s, cand, base, 1, context)
-                ratios.append(cand.total_s[0] / base.total_s[0])
+
+        def both(s: InputSet, concurrency: int, context: str, cand_first: bool):
+            assert self.cand is not None
+            if cand_first:
+                cand = self.load(self.cand, s, concurrency, context)
+                base = self.base_load(s, concurrency, context)
+            else:
+                base = self.base_load(s, concurrency, context)
+                cand = self.load(self.cand, s, concurrency, context)
+            self.check_fresh(s, cand, base, concurrency, context)
+            return cand, base
+
+        def unit(i: int) -> list[tuple[float, float]]:
+            rng = np.random.default_rng(derive_seed(self.eval_seed, f"b1:{i}"))
+            _, burst_at = unit_traffic(rng, plan.per_unit, [level], i)
+            pairs: list[tuple[float, float]] = []
+            for j in range(plan.per_unit):
+                if j == burst_at:
+                    s = self.draw(f"b1:{i}:burst", level, alt.prompt_len, int(alt.new_tokens))
+                    both(s, level, f"burst of {level} in single-stream unit {i + 1}", True)
+                prompt_len, steps = draw_lone(self.task, rng)
+                s = self.draw(f"b1:{i}:{j}", 1, prompt_len, steps)
+                context = f"single-stream run {j + 1} of unit {i + 1}"
+                cand, base = both(s, 1, context, bool(rng.integers(2)))
+                pairs.append((cand.total_s[0], base.total_s[0]))
                 ttft.append(cand.ttft_s[0] / base.ttft_s[0] if base.ttft_s[0] > 0 else 1.0)
-            median = float(np.median(ratios))
-            suspicious = median > limit
-            complete = len(ratios) >= int(b1.max_pairs) or not self.judge.confirm_timing_failures
-            if not suspicious or complete:
-                break
-        above = sum(r > limit for r in ratios)
-        needed = sign_test_count(len(ratios), alpha)
-        lower = median_lower_bound(ratios, alpha)
-        self.metrics.update(
-            b1_ratio=round(median, 4),
-            b1_ttft_ratio=round(float(np.median(ttft)), 4),
-            b1_lower=round(lower, 4),
-            b1_resolution=round(median - lower, 4),
-            b1_above_limit=above,
-            b1_needed=needed,
-            b1_pairs=len(ratios),
-        )
-        if complete and above >= needed:
+            return pairs
+
+        result = run_b1(plan, limit, alpha, bool(self.judge.confirm_timing_failures), unit)
+        self.metrics.update(result.metrics())
+        self.metrics["b1_ttft_ratio"] = round(float(np.median(ttft)), 4)
+        if result.proven:
             raise Outcome(
                 Verdict.WRONG,
                 "b1_regression",
-                f"single-stream requests are {100 * (median - 1):.1f}% slower than the"
-                f" baseline's: {above} of {len(ratios)} interleaved pairs over the"
-                f" {100 * (limit - 1):.0f}% limit (exact sign test, one-sided p <= {alpha:g})",
+                result.detail("single-stream requests"),
                 tokens_correct=True,
             )
-        if suspicious:
+        if result.suspicious:
             self.flags["b1_unresolved"] = True
 
     def concurrencies(self) -> list[int]:

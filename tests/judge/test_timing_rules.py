@@ -43,7 +43,9 @@ class ToyEngine:
     also does the decode work (64 steps ahead) and decode answers at once. ``lazy``: like
     ``shift``, but plays straight after a prefill that was reset without a decode.
     ``b1_prefill``: B=1 prefill takes this many times as long. ``leak``: a smaller batch after
-    a larger one gets wrong tokens.
+    a larger one gets wrong tokens. ``pad_after_batch``: once it has served a batch, a lone
+    request costs as much as a request of that batch's size. ``leak_same``: a request of the
+    same batch size as the one before it gets wrong tokens (a row cache kept between them).
     """
 
     label: str = "toy"
@@ -52,6 +54,8 @@ class ToyEngine:
     lazy: bool = False
     b1_prefill: float = 1.0
     leak: bool = False
+    pad_after_batch: bool = False
+    leak_same: bool = False
     ops: list[str] = field(default_factory=list)
     batches: list[int] = field(default_factory=list)
     stderr_tail: str = ""
@@ -84,10 +88,15 @@ class ToyEngine:
         if op == "decode":
             steps = int(payload["steps"])
             tokens = toy_tokens(self.prompts, steps)
+            rows = len(self.prompts)
+            if self.pad_after_batch and rows == 1:
+                rows = max([1, *self.batches])
             if self.leak and len(self.prompts) < self.last_rows:
                 tokens = tokens + 1
+            if self.leak_same and len(self.prompts) == self.last_rows:
+                tokens = tokens + 1
             ahead = self.shift or (self.lazy and not self.straight)
-            seconds = 1e-5 if ahead else len(self.prompts) * steps * per_token
+            seconds = 1e-5 if ahead else rows * steps * per_token
             self.decoded, self.straight = True, False
             margins = np.ones(tokens.shape) if payload.get("margins") else None
             return Reply(op, {"ok": True}, tokens=tokens, margins=margins), seconds
@@ -223,17 +232,46 @@ def test_b1_work_hidden_in_prefill_is_charged(cfg, tmp_path) -> None:
     assert sequences(box.started[0].ops) == {("prefill", "decode", "reset")}
 
 
-def test_every_b1_pair_runs_in_a_fresh_candidate_and_a_fresh_baseline_process(cfg, tmp_path):
-    """A process keeps its speed offset for life on a loaded machine: pairs sharing two
-    processes are not independent, and the sign test assumes they are."""
+def test_b1_units_run_lone_requests_after_batches_in_fresh_process_pairs(cfg, tmp_path):
+    """A process keeps its speed offset for life on a loaded machine: each unit is a fresh
+    candidate and a fresh baseline process with the same traffic (a batch among the lone
+    requests, never after the last one; the largest batch in every other unit)."""
     run, box = make_run(cfg, toy_home(cfg, tmp_path))
     main = run.base_engine
     run.b1_pairs([])
-    pairs = run.metrics["b1_pairs"]
+    units, per = run.metrics["b1_units"], cfg.task.b1.per_process
+    assert run.metrics["b1_pairs"] == units * per
     for started in (box.started, run.base.started):
-        assert len(started) == pairs
-        assert all(e.ops == ["load", "prefill", "decode", "reset"] for e in started)
+        assert len(started) == units
+        for i, engine in enumerate(started):
+            assert engine.ops[0] == "load" and sequences(engine.ops) == {
+                ("prefill", "decode", "reset")
+            }
+            lone = [b for b in engine.batches if b == 1]
+            assert len(lone) == per and engine.batches[-1] == 1
+            [batch] = [b for b in engine.batches if b > 1]
+            assert batch == 16 or i % 2 == 1
+    # Same traffic on both sides of each unit.
+    assert [e.batches for e in box.started] == [e.batches for e in run.base.started]
     assert run.base_engine is main and main.ops == []  # the long-lived baseline is untouched
+
+
+def test_lone_requests_are_drawn_across_the_tasks_shapes(cfg, tmp_path) -> None:
+    run, _ = make_run(cfg, toy_home(cfg, tmp_path))
+    run.b1_pairs([])
+    lone = [s for s in run.fresh.values() if s.batch == 1]
+    assert len({s.new_tokens for s in lone}) > 3
+    assert min(len(s.prompts[0]) for s in lone) < 24 < max(len(s.prompts[0]) for s in lone)
+
+
+def test_a_slowdown_only_after_a_batch_is_charged(cfg, tmp_path) -> None:
+    """An engine that pads lone requests to the last batch's size once it has served one: a
+    fresh process's lone request is as fast as the baseline's, traffic's is not."""
+    run, _ = make_run(cfg, toy_home(cfg, tmp_path), pad_after_batch=True)
+    with pytest.raises(Outcome) as caught:
+        run.b1_pairs([])
+    assert (caught.value.verdict, caught.value.reason) == (Verdict.WRONG, "b1_regression")
+    assert run.metrics["b1_units"] >= 14
 
 
 def test_timed_prompts_are_new_in_every_evaluation(cfg, tmp_path) -> None:
@@ -264,13 +302,13 @@ def test_a_wrong_token_on_a_drawn_set_is_wrong_against_the_baseline_of_the_momen
 
 
 @pytest.mark.parametrize("sizes", [[1, 2], [1, 2, 4, 16], [1, 3, 5, 8, 13]])
-def test_the_walk_takes_every_ordered_pair_once(sizes) -> None:
+def test_the_walk_takes_every_ordered_pair_once_same_size_included(sizes) -> None:
     for seed in range(20):
         start = sizes[seed % len(sizes)]
         walk = transition_walk(sizes, np.random.default_rng(seed), start)
         steps = list(itertools.pairwise(walk))
         assert walk[0] == walk[-1] == start
-        assert sorted(steps) == sorted(itertools.permutations(sizes, 2))
+        assert sorted(steps) == sorted(itertools.product(sizes, repeat=2))
 
 
 def test_the_walk_order_is_drawn() -> None:
@@ -285,12 +323,13 @@ def test_every_batch_transition_runs_in_one_process_and_a_leak_is_caught(cfg, tm
     [engine] = box.started
     sizes = batch_sizes(cfg.task)
     assert sizes == [1, 2, 4, 16]
-    assert set(itertools.permutations(sizes, 2)) <= set(itertools.pairwise(engine.batches))
-    assert run.metrics["transitions"] == len(sizes) * (len(sizes) - 1)
-    leaky, _ = make_run(cfg, home, leak=True)
-    with pytest.raises(Outcome) as caught:
-        leaky.alternating([])
-    assert (caught.value.verdict, caught.value.reason) == (Verdict.WRONG, "alternating")
+    assert set(itertools.product(sizes, repeat=2)) <= set(itertools.pairwise(engine.batches))
+    assert run.metrics["transitions"] == len(sizes) * len(sizes)
+    for leak in ({"leak": True}, {"leak_same": True}):
+        leaky, _ = make_run(cfg, home, **leak)
+        with pytest.raises(Outcome) as caught:
+            leaky.alternating([])
+        assert (caught.value.verdict, caught.value.reason) == (Verdict.WRONG, "alternating")
 
 
 def test_stored_sets_hold_no_timed_prompts_and_follow_the_sets_seed(cfg) -> None:
