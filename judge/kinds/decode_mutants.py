@@ -5,7 +5,9 @@ tree (a byte of a frozen file, a file added to the frozen zone); the others add 
 program (``decode_wrap.py``) in a non-frozen folder of the tree, and the judge serves that
 mutant through it: the wrapper runs the task's real ``serve`` argv as a child and cheats behind
 the protocol (shifted rows, a zeroed tail, stale state across reset, decode done during
-prefill, B=1 twice as slow, a hang, a network attempt, a look for the judge's folder).
+prefill, B=1 twice as slow, lone requests slow only after a batch, at untimed shapes or at
+random, a leak between two lone requests, a hang, a network attempt, a look for the judge's
+folder).
 
 The serve override is honoured only for the judge's own mutant repository (``<home>/mutants``),
 for the commits the preflight recorded in ``<home>/mutant-serve.json``: an agent cannot write
@@ -14,6 +16,7 @@ either, so no submission can choose how it is served.
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from functools import partial
@@ -73,6 +76,19 @@ def stale_reason(task: DictConfig) -> str:
     return "alternating"
 
 
+def lone_repeat_reason(cfg: DictConfig) -> str:
+    """Where two lone requests first meet in one process: the transition walk (its loop at
+    B=1), run before any B=1 unit, unless a naive pipeline's correctness cases hold two lone
+    sets in a row first; without the walk, a unit's second lone request (its tokens checked)."""
+    task = cfg.task
+    lone = [int(c.batch) == 1 for c in task.cases]
+    if str(cfg.judge.get("pipeline", "staged")) == "naive" and any(
+        a and b for a, b in itertools.pairwise(lone)
+    ):
+        return "mismatch"
+    return "alternating" if int(task.alternating.rounds) >= 1 else "mismatch"
+
+
 def generated(cfg: DictConfig) -> list[Mutant]:
     """The decode kind's generic mutants of ``cfg.task``, each with its expected verdict."""
     from judge.private import home_path
@@ -89,6 +105,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
         int(task.alternating.new_tokens),
     ]
     home = home_path(cfg)
+    b1_margin = round(1.0 - float(task.spec.b1_max_regression), 4)
 
     def wrapped(
         name: str,
@@ -169,7 +186,43 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "b1_regression",
             "at B=1 every prefill and decode waits as long as it took: twice as slow",
             # 2x lies this far beyond the limit: a machine resolving B=1 no finer is UNRESOLVED.
-            b1_margin=round(1.0 - float(task.spec.b1_max_regression), 4),
+            b1_margin=b1_margin,
+        ),
+        wrapped(
+            "gen_b1_pad_after_batch",
+            "pad_after_batch",
+            "WRONG",
+            "b1_regression",
+            "once it has served a batch, every lone request is padded to that batch's size"
+            " (a natural B=16 optimisation): as fast as ever in a fresh process",
+            b1_margin=b1_margin,
+        ),
+        wrapped(
+            "gen_b1_slow_untimed",
+            "b1_slow_untimed",
+            "WRONG",
+            "b1_regression",
+            "lone requests twice as slow at every prompt or output length but the b1 block's"
+            f" ({int(task.b1.new_tokens)} steps, prompts of {list(task.b1.prompt_len)})",
+            b1_margin=b1_margin,
+            timed_steps=int(task.b1.new_tokens),
+            timed_prompt_len=[int(n) for n in task.b1.prompt_len],
+        ),
+        wrapped(
+            "gen_b1_random_slow",
+            "b1_random_slow",
+            "WRONG",
+            "b1_regression",
+            "a random 40% of lone requests three times as slow (the median request untouched)",
+            b1_margin=b1_margin,
+        ),
+        wrapped(
+            "gen_lone_repeat_leak",
+            "lone_repeat_leak",
+            "WRONG",
+            lone_repeat_reason(cfg),
+            "a lone request right after another lone request in the same process gets wrong"
+            " tokens (a row cache kept between two requests of one size)",
         ),
         wrapped("gen_hang", "hang", "WRONG", "timeout", "decode never answers"),
         wrapped(

@@ -8,6 +8,7 @@ an engine in any language. Nothing of swarmlab is imported: it runs in the judge
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -73,24 +74,43 @@ def main():
         return json.loads(line)
 
     batch, biggest, stale, ahead, last_rows = 0, 0, False, None, None
+    last_batch, served_batch, padded, repeat, slow = 0, 0, 0, False, False
+    timed_lens = CFG.get("timed_prompt_len", [0, 0])
     for line in sys.stdin:
         request = json.loads(line)
         op = request.get("op")
         start = time.perf_counter()
         if op == "prefill":
-            batch = len(request.get("prompts") or [])
+            prompts = request.get("prompts") or []
+            batch = len(prompts)
             stale = batch == 1 and biggest > 1  # a batched-mode memory that reset() forgot
+            repeat = batch == 1 and last_batch == 1  # two lone requests in a row
             biggest = max(biggest, batch)
+            padded = served_batch if MODE == "pad_after_batch" and batch == 1 else 0
+            if padded > 1:  # every lone request padded to the last batch's size
+                request = dict(request, prompts=prompts * padded)
+            short = not timed_lens[0] <= min(map(len, prompts), default=0) <= timed_lens[1]
+            slow = MODE == "b1_random_slow" and random.random() < 0.4
+            slow = slow or (MODE == "b1_slow_untimed" and short)
+            if batch > 1:
+                served_batch = batch
+            last_batch = batch
             reply = forward(request)
             if MODE == "decode_in_prefill" and reply.get("ok"):
                 done = forward({"op": "decode", "steps": int(CFG["ahead"]), "margins": False})
                 ahead = done.get("tokens")
         elif op == "decode":
             steps = int(request.get("steps", 0))
+            if MODE == "b1_slow_untimed" and steps != int(CFG.get("timed_steps", -1)):
+                slow = slow or batch == 1
             if MODE == "hang":
                 while True:
                     time.sleep(3600)
-            if MODE == "decode_in_prefill" and ahead is not None and steps <= len(ahead[0]):
+            if padded > 1:
+                reply = forward(request)
+                if reply.get("tokens"):
+                    reply["tokens"] = reply["tokens"][:1]
+            elif MODE == "decode_in_prefill" and ahead is not None and steps <= len(ahead[0]):
                 reply = {"ok": True, "tokens": [row[:steps] for row in ahead]}
             elif MODE == "early_stop" and steps > 1:
                 cut = min(8, max(1, steps // 4))
@@ -105,6 +125,8 @@ def main():
                     rows = rows[1:] + rows[:1]
                 elif MODE == "garbage_row":
                     rows = [*rows[:-1], [(t + 1) % VOCAB for t in rows[-1]]]
+                elif MODE == "lone_repeat_leak" and repeat:
+                    rows = [[(t + 1) % VOCAB for t in rows[0]]]
                 elif MODE == "stale_state" and stale and last_rows:
                     old = last_rows[0]
                     rows = [
@@ -122,6 +144,9 @@ def main():
             reply = forward(request)
         if MODE == "b1_slow" and batch == 1 and op in ("prefill", "decode"):
             time.sleep(time.perf_counter() - start)  # every B=1 request twice as slow
+        if slow and batch == 1 and op in ("prefill", "decode"):
+            # 3x for a random 40% of lone requests; 2x at every shape but the old timed one.
+            time.sleep((2 if MODE == "b1_random_slow" else 1) * (time.perf_counter() - start))
         if op == "reset":
             batch = 0
         sys.stdout.write(json.dumps(reply) + "\n")

@@ -172,6 +172,25 @@ def test_the_wrapper_cheats_behind_the_protocol(task: Path) -> None:
     assert ahead.run(PROMPTS, 12) == truth  # right answers, the work done in prefill
     ahead.close()
 
+    repeat = Wrapped(tree, "lone_repeat_leak")
+    assert repeat.run(PROMPTS[:1], 12) == truth[:1]
+    assert repeat.run(PROMPTS, 12) == truth  # a batch, then a lone request: honest
+    assert repeat.run(PROMPTS[:1], 12) == truth[:1]
+    assert repeat.run(PROMPTS[:1], 12) != truth[:1]  # lone after lone: the kept row leaks
+    repeat.close()
+
+    # The slow ones answer right: only the judge's clock can tell them.
+    for mode, extra in (
+        ("pad_after_batch", {}),
+        ("b1_random_slow", {}),
+        ("b1_slow_untimed", {"timed_steps": 12, "timed_prompt_len": [1, 4]}),
+    ):
+        slow = Wrapped(tree, mode, **extra)
+        assert slow.run(PROMPTS, 12) == truth
+        assert [slow.run(PROMPTS[:1], 12) for _ in range(3)] == [truth[:1]] * 3
+        assert slow.run(PROMPTS[2:3], 7) == [truth[2][:7]]
+        slow.close()
+
 
 @pytest.mark.docker
 def test_new_task_outside_the_project_passes_preflight_and_scores_a_faster_candidate(

@@ -1,0 +1,151 @@
+"""False convictions of unmodified code: how often the judge calls innocent code anything but PASS.
+
+    .venv/bin/python bench/judge_false_convictions.py [--runs 10] [--tasks decode_cpu,...]
+        [--project DIR] [--private-dir DIR]
+
+For each task (default: decode_cpu, decode_c, serve_cpu) two candidates that must PASS are
+judged ``--runs`` times each, quiet and beside a CPU hog (``sh -c 'while :; do :; done'`` on the
+host, as in the measurements that once convicted the baseline): the unmodified template and the
+task's reference solution (``reference/solution.patch``). Conditions alternate run by run
+(quiet first, then loaded first, ...), so slow drift hits both. Each evaluation is a real
+``python -m judge evaluate`` (Docker sandbox, the judge's own clock), through the judge of
+``--project`` (default: this checkout; a worktree of an older commit measures the judge
+before a change on the same machine, interleaved by running both benches one after another).
+
+Prints one line per evaluation, then per task and condition the verdicts, the B=1 ratio's
+spread and the mean time of the unmodified template's PASSes (the judge's cost of a PASS).
+Its last line is ``false convictions: quiet A/N, loaded B/M``. The numbers come from this one
+run on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+TASKS = ("decode_cpu", "decode_c", "serve_cpu")
+
+
+def repo(source: Path, where: Path, patch: Path | None) -> Path:
+    """A one-commit repository of ``source`` (with ``patch`` applied): a candidate."""
+    subprocess.run(["cp", "-r", str(source), str(where)], check=True)
+    git = ["git", "-C", str(where), "-c", "user.name=bench", "-c", "user.email=bench@local"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    if patch is not None:
+        subprocess.run([*git, "apply", str(patch)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "candidate"], check=True)
+    return where
+
+
+def evaluate(project: Path, task: str, candidate: Path, private: Path) -> dict:
+    """One real evaluation through ``project``'s judge: its JSON (last line of stdout)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "judge",
+            "evaluate",
+            f"task={task}",
+            f"candidate={candidate}",
+            f"judge.private_dir={private}",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    lines = done.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"verdict": "ERROR", "reason": "bench", "detail": done.stderr[-300:]}
+
+
+class Hog:
+    """A process spinning on the host's CPUs while it lives (``with Hog(): ...``)."""
+
+    def __enter__(self) -> Hog:
+        self.proc = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--runs", type=int, default=10, help="evaluations per candidate, per condition"
+    )
+    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--project", type=Path, default=PROJECT)
+    parser.add_argument("--private-dir", type=Path, default=None)
+    args = parser.parse_args()
+    project = args.project.resolve()
+    work = Path(tempfile.mkdtemp(prefix="false-convictions-"))
+    private = args.private_dir or work / "judge"
+    tasks = [t for t in args.tasks.split(",") if t]
+    candidates = {}
+    for task in tasks:
+        root = PROJECT / "tasks" / task
+        candidates[task] = {
+            "template": repo(root / "template", work / f"{task}-template", None),
+            "reference": repo(
+                root / "template", work / f"{task}-reference", root / "reference" / "solution.patch"
+            ),
+        }
+    results: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for run in range(args.runs):
+        order = ("quiet", "loaded") if run % 2 == 0 else ("loaded", "quiet")
+        for task in tasks:
+            for name, candidate in candidates[task].items():
+                for condition in order:
+                    if condition == "loaded":
+                        with Hog():
+                            got = evaluate(project, task, candidate, private)
+                    else:
+                        got = evaluate(project, task, candidate, private)
+                    got["candidate"] = name
+                    results[(task, condition)].append(got)
+                    m = got.get("metrics") or {}
+                    print(
+                        f"{task:10} {name:9} {condition:6} run {run + 1}: {got.get('verdict')}"
+                        f" {got.get('reason') or ''} x={m.get('x_baseline')} b1={m.get('b1_ratio')}"
+                        f" p={m.get('b1_p')} units={m.get('b1_units')}"
+                        f" [{(got.get('stages') or {}).get('total', 0):.1f} s]",
+                        flush=True,
+                    )
+    wrong = {"quiet": 0, "loaded": 0}
+    total = {"quiet": 0, "loaded": 0}
+    for (task, condition), got in sorted(results.items()):
+        verdicts = [
+            f"{g.get('verdict')}{'/' + g['reason'] if g.get('reason') else ''}" for g in got
+        ]
+        b1 = [g["metrics"]["b1_ratio"] for g in got if (g.get("metrics") or {}).get("b1_ratio")]
+        passes = [
+            g["stages"]["total"]
+            for g in got
+            if g.get("verdict") == "PASS" and g["candidate"] == "template"
+        ]
+        wrong[condition] += sum(g.get("verdict") != "PASS" for g in got)
+        total[condition] += len(got)
+        print(
+            f"{task} {condition}: {dict(sorted((v, verdicts.count(v)) for v in set(verdicts)))};"
+            f" b1 ratio {min(b1, default=0):.3f}..{max(b1, default=0):.3f};"
+            f" template PASS {statistics.mean(passes) if passes else float('nan'):.1f} s mean"
+        )
+    quiet, loaded = (f"{wrong[c]}/{total[c]}" for c in ("quiet", "loaded"))
+    print(f"false convictions: quiet {quiet}, loaded {loaded}")
+
+
+if __name__ == "__main__":
+    main()
