@@ -120,8 +120,8 @@ _ROWS = {
     "row_shift_dup": ("gen_row_shift", "duplicate", "WRONG (mismatch)"),
 }
 _QUICK = ["baseline", "row_shift", "frozen_edit", "reference", "baseline_dup", "row_shift_dup"]
-# B=1 (b1_slow_2x) only with --b1: a conviction always takes all task.b1.max_pairs pairs (27),
-# a minute or more on this loaded machine, in both pipelines alike.
+# B=1 (b1_slow_2x) only with --b1: a conviction always takes every B=1 unit (task.b1.max_pairs
+# lone pairs, 64), a minute or more on this loaded machine, in both pipelines alike.
 _FULL = [
     "baseline",
     "row_shift",

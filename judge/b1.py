@@ -200,6 +200,13 @@ class B1Result:
         )
 
 
+# More units are run only while the estimate is over the limit AND the evidence so far is at
+# least this strong (one-sided p against the limit): with three units, all three over it give
+# 0.125, two of three 0.25. Honest code a little over the limit by chance stops here with a
+# PASS (flagged b1_unresolved) instead of paying for every unit; stopping only ever passes.
+CONTINUE_P = 0.25
+
+
 def run_b1(
     plan: B1Plan,
     limit: float,
@@ -208,15 +215,16 @@ def run_b1(
     run_unit: Callable[[int], list[tuple[float, float]]],
 ) -> B1Result:
     """Units while the answer is unclear: ``plan.first_units``, then as many again while the
-    estimate is over ``limit``, up to ``plan.max_units``. ``run_unit(i)`` runs unit ``i`` and
-    returns its lone pairs' (candidate, baseline) seconds. Stopping early only ever passes, and
-    the test is run once, on every unit (``complete``), so early looks cost no level."""
+    estimate is over ``limit`` with p at most :data:`CONTINUE_P`, up to ``plan.max_units``.
+    ``run_unit(i)`` runs unit ``i`` and returns its lone pairs' (candidate, baseline) seconds.
+    Stopping early only ever passes, and the test is run once, on every unit (``complete``),
+    so early looks cost no level."""
     result = B1Result(limit, alpha)
     target = plan.first_units
     while True:
         for i in range(len(result.units), target):
             result.units.append(run_unit(i))
         result.complete = len(result.units) >= plan.max_units or not confirm
-        if not result.suspicious or result.complete:
+        if not result.suspicious or result.complete or result.p > CONTINUE_P:
             return result
         target = min(plan.max_units, target + plan.first_units)

@@ -184,7 +184,8 @@ def resolution_note(rows: list[PreflightRow], results: list[Evaluation]) -> str:
         f"UNRESOLVED: this machine's B=1 timing noise gives a resolution of +/-{100 * worst:.1f}%,"
         " too coarse to tell these mutants from the limit; B=1 regressions smaller than that"
         " above the limit pass unconvicted here (flagged b1_unresolved). Use a quieter machine"
-        " or more B=1 pairs (task.b1.max_pairs); judge.b1_unresolved=fail makes this an error."
+        " or more B=1 pairs (task.b1.max_pairs, task.b1.per_process); judge.b1_unresolved=fail"
+        " makes this an error."
     )
 
 

@@ -213,7 +213,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "b1_random_slow",
             "WRONG",
             "b1_regression",
-            "a random 40% of lone requests three times as slow (the median request untouched)",
+            "2 of every 5 lone requests, drawn at random, three times as slow (the median untouched)",
             b1_margin=b1_margin,
         ),
         wrapped(

@@ -74,7 +74,7 @@ def main():
         return json.loads(line)
 
     batch, biggest, stale, ahead, last_rows = 0, 0, False, None, None
-    last_batch, served_batch, padded, repeat, slow = 0, 0, 0, False, False
+    last_batch, served_batch, padded, repeat, slow, bag = 0, 0, 0, False, False, []
     timed_lens = CFG.get("timed_prompt_len", [0, 0])
     for line in sys.stdin:
         request = json.loads(line)
@@ -90,7 +90,13 @@ def main():
             if padded > 1:  # every lone request padded to the last batch's size
                 request = dict(request, prompts=prompts * padded)
             short = not timed_lens[0] <= min(map(len, prompts), default=0) <= timed_lens[1]
-            slow = MODE == "b1_random_slow" and random.random() < 0.4
+            if batch == 1 and MODE == "b1_random_slow":
+                if not bag:  # 2 of every 5 lone requests, in an order drawn at random
+                    bag = [True, True, False, False, False]
+                    random.shuffle(bag)
+                slow = bag.pop()
+            else:
+                slow = False
             slow = slow or (MODE == "b1_slow_untimed" and short)
             if batch > 1:
                 served_batch = batch

@@ -126,6 +126,9 @@ def test_the_sequential_plan_stops_a_clear_pass_early_and_convicts_on_every_unit
     assert len(fast.units) == 3 and not fast.proven and not fast.suspicious
     slow = run_b1(plan, 1.02, 0.001, True, lambda i: [(2.0 + 0.01 * i, 1.0)] * 3)
     assert len(slow.units) == 12 and slow.complete and slow.proven
+    # Over the limit by chance, weak evidence: a PASS without paying for every unit.
+    unclear = run_b1(plan, 1.02, 0.001, True, lambda i: [(1.3 if i == 0 else 0.95, 1.0)] * 3)
+    assert len(unclear.units) == 3 and unclear.suspicious and not unclear.proven
     assert slow.metrics()["b1_units"] == 12 and slow.metrics()["b1_pairs"] == 36
 
 
