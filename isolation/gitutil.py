@@ -31,16 +31,30 @@ an ``objects`` folder whose ``info/`` is ours and empty (so no alternates, no co
 no grafts) and whose ``00``..``ff`` and ``pack`` entries are links to ``/proc/<pid>/fd/<n>``,
 the very folders already opened (renaming or swapping them afterwards changes nothing). The
 receiving repository checks every object it gets (``fetch.fsckObjects``) and the connectivity
-of the commit. What remains: a loose-object *file* may be a symlink to a file elsewhere on the
-host; git would read it, but an object's name is the hash of its content, so this only yields
-an object whose content the agent already knows.
+of the commit. That view still lets git open the object *files* in the source's folders,
+which is fine for a repository of ours (the judge reads ``submissions.git`` through it) but not
+for one the agent controls: a loose object or pack may be a symbolic link (root's git follows
+it), a named pipe (git's ``open()`` blocks until the fetch times out: demonstrated, 120 s of a
+runner that serves every seat from one loop), or a file holding a lease (``F_SETLEASE``, which
+its owner may take: an ``open()`` blocks up to ``/proc/sys/fs/lease-break-time``).
+
+So :func:`fetch_untrusted`, the gateway's way, goes one step further: it *copies* every loose
+object (``xx/<38 hex>``) and every pack (``pack-<40 hex>.pack``, ``.idx``, ``.rev``) of the
+source into a view of its own, opening each with ``O_NOFOLLOW | O_NONBLOCK`` (a link fails, a
+lease fails instead of blocking, a pipe opens without a writer) and copying only what
+``fstat`` of that very descriptor says is a regular file (no race: the check and the read are
+on one open file). Anything else under an object name is refused with its path; other names
+(git's temporary files, ``info/``, ``multi-pack-index``, bitmaps) are not copied. Git then
+opens nothing of the agent's at all. The copy is bounded (:data:`MAX_UNTRUSTED_BYTES`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -53,7 +67,14 @@ FIXED_DATE = "2026-01-01T00:00:00Z"
 DEFAULT_AUTHOR = ("swarmlab", "swarmlab@swarmlab.invalid")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _OBJECT_DIR_RE = re.compile(r"^[0-9a-f]{2}$")
+_LOOSE_RE = re.compile(r"^[0-9a-f]{38}$")
+_PACK_RE = re.compile(r"^pack-[0-9a-f]{40}\.(pack|idx|rev)$")
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# A file of an untrusted repository: no link followed, no blocking open (pipe, lease), no tty.
+_UNTRUSTED_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+# The most :func:`fetch_untrusted` copies out of one repository (its object files together).
+MAX_UNTRUSTED_BYTES = 4 * 1024**3
+_CHUNK = 1024 * 1024
 
 
 class GitError(RuntimeError):
@@ -259,6 +280,114 @@ def object_view(source: Path, config: str = "") -> Iterator[tuple[Path, int]]:
         for fd in reversed(fds):
             with suppress(OSError):
                 os.close(fd)
+
+
+def fetch_untrusted(
+    source: Path,
+    commit: str,
+    dest: Path,
+    ref: str,
+    *,
+    timeout: float = 120.0,
+    scratch: Path | None = None,
+    max_bytes: int = MAX_UNTRUSTED_BYTES,
+) -> None:
+    """:func:`fetch_commit` for a repository someone else controls while we read it (an
+    agent's clone): its object files are first copied, each checked to be a regular file on
+    the descriptor it is read from, so git opens nothing of it (no link followed, nothing that
+    blocks). ``scratch``: the folder the copy is made in (default: the system's temporary
+    folder); it is deleted at the end.
+
+    Raises:
+        UntrustedRepoError: as :func:`fetch_commit`, and: an object path that is not a regular
+            file (a link, a pipe, a folder, ...) or cannot be opened without blocking, or more
+            than ``max_bytes`` of objects.
+        GitError: ``dest`` itself failed.
+    """
+    if not SHA_RE.match(commit):
+        raise UntrustedRepoError(f"{commit!r} is not a full commit sha (40 hex digits)")
+    fds: list[int] = []
+    try:
+        git_fd = git_dir_fd(Path(source), fds)
+        try:
+            objects_fd = os.open("objects", _NOFOLLOW_DIR, dir_fd=git_fd)
+        except OSError:
+            raise UntrustedRepoError(".git/objects must be a plain folder (not a link)") from None
+        fds.append(objects_fd)
+        with tempfile.TemporaryDirectory(prefix="swarmlab-copy-", dir=scratch) as tmp:
+            view = Path(tmp) / "view.git"
+            _view_skeleton(view, "[uploadpack]\n\tallowAnySHA1InWant = true\n")
+            _copy_objects(objects_fd, view / "objects", max_bytes)
+            _fetch(view, commit, Path(dest), ref, timeout)
+    finally:
+        for fd in reversed(fds):
+            with suppress(OSError):
+                os.close(fd)
+
+
+def _view_skeleton(view: Path, config: str) -> None:
+    (view / "refs" / "heads").mkdir(parents=True)
+    (view / "objects" / "info").mkdir(parents=True)
+    (view / "HEAD").write_text("ref: refs/heads/master\n")
+    (view / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n" + config)
+
+
+def _copy_objects(objects_fd: int, into: Path, max_bytes: int) -> None:
+    """Copy the loose objects and packs under ``objects_fd`` into ``into`` (see
+    :func:`fetch_untrusted`)."""
+    budget = [max_bytes, max_bytes]  # left, limit
+    for name in sorted(os.listdir(objects_fd)):
+        if name == "pack":
+            pattern = _PACK_RE
+        elif _OBJECT_DIR_RE.match(name):
+            pattern = _LOOSE_RE
+        else:
+            continue  # info/ (alternates, commit-graph, grafts) and anything else: never read
+        try:
+            folder = os.open(name, _NOFOLLOW_DIR, dir_fd=objects_fd)
+        except OSError:
+            raise UntrustedRepoError(
+                f".git/objects/{name} must be a plain folder (not a link or a file)"
+            ) from None
+        try:
+            target = into / name
+            target.mkdir(exist_ok=True)
+            for entry in sorted(os.listdir(folder)):
+                if pattern.match(entry):
+                    _copy_file(folder, entry, target / entry, f"{name}/{entry}", budget)
+        finally:
+            os.close(folder)
+
+
+def _copy_file(folder: int, name: str, dest: Path, label: str, budget: list[int]) -> None:
+    where = f".git/objects/{label}"
+    try:
+        fd = os.open(name, _UNTRUSTED_FILE, dir_fd=folder)
+    except FileNotFoundError:
+        return  # gone since it was listed (git's own gc): as if never there
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UntrustedRepoError(f"{where} is a symbolic link: objects must be files") from None
+        raise UntrustedRepoError(
+            f"{where} could not be opened without waiting ({errno.errorcode.get(exc.errno)})"
+        ) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UntrustedRepoError(
+                f"{where} is not a regular file (a pipe, folder or device): objects must be files"
+            )
+        with open(dest, "xb") as out:
+            while chunk := os.read(fd, _CHUNK):
+                budget[0] -= len(chunk)
+                if budget[0] < 0:
+                    raise UntrustedRepoError(
+                        f"the repository's objects exceed {budget[1] // 1024**2} MiB"
+                        " (git gc --prune=now drops the unreachable ones)"
+                    )
+                out.write(chunk)
+    finally:
+        os.close(fd)
 
 
 def _fetch(shadow: Path, commit: str, dest: Path, ref: str, timeout: float) -> None:

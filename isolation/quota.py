@@ -5,8 +5,11 @@ of its own ext4 filesystem: a sparse image beside it (``<seat>.quota.ext4``, onl
 written take disk space), loop-mounted ``nodev,nosuid``. A container writing past the quota
 gets ``ENOSPC`` (``No space left on device``) and the host's disk is untouched. The image has
 :data:`RESERVE_BYTES` more that only root may use: the runner's own writes into the seat's
-folder (the inbox's replies and verdicts, a CLI's output) go on after the agent filled its
-part. The agent's share is the quota less the filesystem's own bookkeeping (about 2 %).
+folder (a CLI's kept output) go on after the agent filled its blocks. That reserve holds back
+blocks, not inodes: an agent can use up every inode of its filesystem, so what the runner must
+be able to write (the inbox's replies and verdicts) is not here but beside the seats, in
+``arms/<arm>/inboxes/`` (``isolation/workspace.py``). The agent's share is the quota less the
+filesystem's own bookkeeping (about 2 %).
 
 At the end of the run (also on failure) :meth:`SeatQuota.release` copies the seat's files back
 into a plain folder at the same path (``cp -a``), unmounts and deletes the image: analysis
@@ -35,7 +38,7 @@ from typing import Any, Protocol
 
 IMAGE_SUFFIX = ".quota.ext4"
 OUT_SUFFIX = ".quota-out"
-# Room only root may use in a seat's filesystem: the runner's writes after the agent's ENOSPC.
+# Room only root may use in a seat's filesystem (blocks only: ext4 reserves no inodes).
 RESERVE_BYTES = 32 * 1024 * 1024
 # A seat with less than this left for the agent is at its quota (a write of that much fails).
 FULL_BYTES = 1024 * 1024

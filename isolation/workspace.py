@@ -2,9 +2,13 @@
 ``docs/agent-workspace.md`` says.
 
 ``<run>/arms/<arm>/`` holds the arm's bare ``origin.git`` (only ``master``), the gateway's
-``submissions.git``, the board, and ``agents/<agent>/`` with the agent's clone, notes, outbox
-and inbox. Arms never share a path. What the agent writes (clone, notes, outbox) can be owned
-by the agent's uid; the inbox and the board stay the runner's, readable by everyone.
+``submissions.git``, the board, ``agents/<agent>/`` with the agent's clone, notes and outbox,
+and ``inboxes/<agent>/``, the agent's inbox. Arms never share a path. What the agent writes
+(clone, notes, outbox) can be owned by the agent's uid; the inbox and the board stay the
+runner's, readable by everyone. The inbox lies outside the seat's folder on purpose: that folder
+is the seat's own filesystem when a disk quota is enforced (``isolation/quota.py``), and a
+seat that used up its inodes there would leave the gateway no room for its replies and
+verdicts (an ext4 reserve holds back blocks for root, never inodes).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ ROLES: dict[str, bool] = {"worker": True, "critic": False}
 # Names end up in paths, git refs and container names.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 ARM_FILE = "arm.json"
+# The agents' inboxes, beside ``agents/`` (never inside a seat's folder).
+INBOXES = "inboxes"
 
 __all__ = [
     "ROLES",
@@ -108,6 +114,8 @@ def _layout(run_dir: Path, arm: str, seats: list[Seat]) -> ArmWorkspace:
     )
     for seat in seats:
         home = root / "agents" / seat.name
+        # Not in the seat's folder (its own filesystem under a quota): the runner writes here.
+        inbox = root / INBOXES / seat.name
         ws.agents[seat.name] = AgentWorkspace(
             arm=arm,
             name=seat.name,
@@ -117,7 +125,7 @@ def _layout(run_dir: Path, arm: str, seats: list[Seat]) -> ArmWorkspace:
             repo=home / "repo",
             notes=home / "notes",
             outbox=home / "outbox",
-            inbox=home / "inbox",
+            inbox=inbox,
         )
     return ws
 
@@ -235,6 +243,7 @@ def _populate(
     _write(ws.board_file, "")
 
     _mkdir(ws.root / "agents")
+    _mkdir(ws.root / INBOXES)
     for agent in ws.agents.values():
         _mkdir(agent.root)
         seat_quota: SeatQuota | None = quota.seat(agent.root) if quota else None
@@ -247,9 +256,7 @@ def _populate(
         git("config", "user.email", f"{agent.name}@{arm}.swarmlab.invalid", cwd=agent.repo)
         for folder in (agent.notes, agent.outbox):
             _mkdir(folder)
-        _mkdir(agent.inbox)
-        _mkdir(agent.replies)
-        _write(agent.verdicts_file, "")
+        _make_inbox(agent)
         if uid is not None and gid is not None:
             for folder in (agent.repo, agent.notes, agent.outbox):
                 _chown_tree(folder, uid, gid)
@@ -271,8 +278,20 @@ def _populate(
     )
 
 
+def _make_inbox(agent: AgentWorkspace) -> None:
+    """The agent's inbox (root's when the runner is root, world-readable), if missing."""
+    _mkdir(agent.inbox.parent)
+    _mkdir(agent.inbox)
+    _mkdir(agent.replies)
+    if not agent.verdicts_file.exists():
+        _write(agent.verdicts_file, "")
+
+
 def load_arm(run_dir: Path, arm: str) -> ArmWorkspace:
     """The workspace :func:`prepare_arm` made for ``arm`` in ``run_dir`` (to resume a run).
+
+    A run prepared before the inboxes moved out of the seats' folders gets its inboxes made
+    (empty: the gateway re-derives every verdicts file from the event log when it starts).
 
     Raises:
         FileNotFoundError: the arm was never prepared there.
@@ -287,4 +306,7 @@ def load_arm(run_dir: Path, arm: str) -> ArmWorkspace:
         # A run killed with SIGKILL keeps its seats' images; after a reboot they are unmounted.
         for seat_quota in seat_quotas(a.root for a in ws.agents.values()):
             seat_quota.attach()
+    for agent in ws.agents.values():
+        if not agent.replies.is_dir():
+            _make_inbox(agent)
     return ws

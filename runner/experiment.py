@@ -340,6 +340,7 @@ class Run:
                 max_submissions_per_agent=cfg.budget.max_submissions_per_agent,
                 evaluations_per_arm=evaluations_budget(cfg, "per_arm"),
                 evaluations_per_seat=evaluations_budget(cfg, "per_seat"),
+                fetch_grace=0.0,  # a seat's commit is copied off this loop: nobody waits on it
             )
             progress = Progress(self.events, queue, [a.name for a in arms], cfg.progress_every_s)
             quotas = QuotaWatch.for_arms(self.events, arms)
@@ -471,7 +472,8 @@ class Run:
     def drain(self, gateway: Gateway, queue: JudgeQueue, link: JudgeService, reason: str) -> None:
         """Let submissions made before the end be judged, for at most drain_minutes."""
         limit = time.time() + (60 * self.cfg.budget.drain_minutes if reason in NORMAL_ENDS else 0)
-        gateway.poll()
+        # Submissions asked for before the end whose commits are still being copied.
+        gateway.settle() if reason in NORMAL_ENDS else gateway.poll()
         # Ctrl-C during the drain ends it: what is still queued is withdrawn.
         while self.events.pending_jobs() and time.time() < limit and not self.stopping:
             link.ensure_running()

@@ -13,6 +13,16 @@ Crash safety: the event log is the truth. A request file is deleted only after i
 recorded and answered, and recording is idempotent per request id, so a gateway killed at any
 point redoes the request without doubling anything. The board file and each verdicts file
 are re-derived from the log when a gateway starts.
+
+One seat cannot take the others down: whatever goes wrong while serving one of its requests
+(a file the gateway cannot read, write or parse, a commit git cannot copy, any other error) is
+that request's refusal, recorded as ``request_refused``, never an exception out of
+:meth:`Gateway.poll`; a verdict or board line that cannot be written is recorded and written
+again at a later poll. Copying a submitted commit runs in a thread of its own, one per seat at
+a time (:class:`_Fetch`), so a slow copy holds only its own seat's submissions, and it reads
+the seat's objects without following links or blocking
+(:func:`isolation.gitutil.fetch_untrusted`). The inboxes lie outside the seats' own
+filesystems (``isolation/workspace.py``), and each keeps at most :data:`MAX_REPLIES` replies.
 """
 
 from __future__ import annotations
@@ -21,12 +31,17 @@ import errno
 import json
 import os
 import re
+import sqlite3
 import stat
+import threading
+import time
 from collections.abc import Collection
+from contextlib import suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from isolation.gitutil import SHA_RE, UntrustedRepoError, fetch_commit, git
+from isolation.gitutil import SHA_RE, UntrustedRepoError, fetch_untrusted, git
 from isolation.workspace import AgentWorkspace, ArmWorkspace
 from judge import Evaluation, JudgeQueue, enqueued_jobs
 from runner.events import EventLog
@@ -37,6 +52,8 @@ MAX_MESSAGE_CHARS = 2_000
 # Requests handled per agent per poll: one agent flooding its outbox cannot starve the others.
 MAX_PER_POLL = 32
 KINDS = ("note", "result", "review", "dead_end", "relay")
+# Replies kept per inbox: beyond it the oldest are deleted (a tool reads its reply at once).
+MAX_REPLIES = 1024
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -171,9 +188,52 @@ def _read_request(path: str) -> dict[str, Any] | None:
         body = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise Refused("the request is not valid JSON (UTF-8)") from None
+    except RecursionError:
+        raise Refused("the request is nested too deeply") from None
     if not isinstance(body, dict):
         raise Refused("the request must be a JSON object")
+    try:
+        # Lone surrogates ("\\ud800") parse, but no UTF-8 file or SQLite text can hold them.
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, RecursionError, ValueError):
+        raise Refused(
+            "the request holds text that is not valid Unicode, or is nested too deeply"
+        ) from None
     return body
+
+
+@dataclass
+class _Fetch:
+    """One seat's submitted commit being copied, in a thread of its own."""
+
+    request_id: str
+    commit: str
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+def _os_error(exc: BaseException) -> str:
+    """An error as the event log records it (the agent's reply never names a host path)."""
+    if isinstance(exc, OSError):
+        return f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}: {exc.filename}"
+    return repr(exc)[:500]
+
+
+def _prune_replies(folder: Path, keep: int) -> int:
+    """Delete the oldest replies in ``folder`` beyond the newest ``keep``; how many are left."""
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):
+                try:
+                    found.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name))
+                except FileNotFoundError:
+                    continue
+    found.sort()
+    for _, name in found[: max(len(found) - keep, 0)]:
+        with suppress(FileNotFoundError):
+            os.unlink(folder / name)
+    return min(len(found), keep)
 
 
 def fair_key(run_id: str, arm: str) -> str:
@@ -197,6 +257,10 @@ class Gateway:
             many (None: no cap). The runner's own re-judgements are not counted.
         evaluations_per_seat: each submitting seat's own judge budget (None: no cap).
         fetch_timeout: seconds allowed to copy one commit from an agent's clone.
+        fetch_grace: how long :meth:`poll` waits for a copy it started before it goes on to
+            the next request (the reply then comes at a later poll); None: until the copy
+            ends (tools and tests that poll once). The runner gives 0: one seat's copy never
+            holds another seat's requests.
     """
 
     def __init__(
@@ -209,6 +273,7 @@ class Gateway:
         evaluations_per_arm: int | None = None,
         evaluations_per_seat: int | None = None,
         fetch_timeout: float = 120.0,
+        fetch_grace: float | None = None,
     ) -> None:
         self.events = events
         self.queue = queue
@@ -219,6 +284,15 @@ class Gateway:
         self.evaluations_per_arm = evaluations_per_arm
         self.evaluations_per_seat = evaluations_per_seat
         self.fetch_timeout = fetch_timeout
+        self.fetch_grace = fetch_grace
+        # The copy in flight (or finished, not yet taken) per (arm, agent): one at a time.
+        self._fetches: dict[tuple[str, str], _Fetch] = {}
+        # Verdicts and board files that could not be written: re-derived at the next poll.
+        self._stale_verdicts: set[tuple[str, str]] = set()
+        self._stale_boards: set[str] = set()
+        # Seats whose outbox could not be listed (recorded once until it can be again).
+        self._unlistable: set[tuple[str, str]] = set()
+        self._replies_kept: dict[tuple[str, str], int] = {}
         self._board_last: dict[str, int] = {}
         # Whose turn a job takes in a judge's fair queue shared with other runs.
         self.run_id = str(events.meta().get("run_id") or "")
@@ -229,12 +303,55 @@ class Gateway:
     # -- the loop ------------------------------------------------------------------------
 
     def poll(self) -> int:
-        """Handle waiting requests and deliver finished verdicts; returns how many of both."""
+        """Handle waiting requests and deliver finished verdicts; returns how many of both
+        (a submission whose commit is still being copied counts when it is answered)."""
         done = 0
         for arm in self.arms.values():
             for agent in arm.agents.values():
                 done += self._drain(arm, agent)
+        self._repair()
         return done + self.deliver()
+
+    def settle(self, timeout: float | None = None) -> int:
+        """Wait for every copy in flight (at most ``timeout`` seconds in all, default the
+        fetch timeout), then :meth:`poll`: what the agents asked before they were stopped is
+        answered. Returns what that poll returns."""
+        until = time.monotonic() + (self.fetch_timeout if timeout is None else timeout)
+        for fetch in list(self._fetches.values()):
+            fetch.done.wait(max(until - time.monotonic(), 0.0))
+        return self.poll()
+
+    def _repair(self) -> None:
+        """Write again the board and verdicts files that could not be written before."""
+        for name in sorted(self._stale_boards):
+            try:
+                mirror_jsonl(
+                    self.arms[name].board_file, [board_line(r) for r in self.events.messages(name)]
+                )
+            except OSError:
+                continue
+            self._stale_boards.discard(name)
+        for arm_name, agent_name in sorted(self._stale_verdicts):
+            arm = self.arms[arm_name]
+            if self._mirror_verdicts(arm, arm.agents[agent_name]):
+                self._stale_verdicts.discard((arm_name, agent_name))
+
+    def _mirror_verdicts(self, arm: ArmWorkspace, agent: AgentWorkspace) -> bool:
+        """The agent's verdicts file made to hold exactly the log's; False (and left to
+        :meth:`_repair`) when it could not be written."""
+        rows = self.events.table(
+            "evaluations", "WHERE arm = ? AND agent = ?", (arm.name, agent.name)
+        )
+        lines = [
+            verdict_line(r["submission_id"], r, self._earlier(arm.name, r.get("duplicate_of")))
+            for r in rows
+        ]
+        try:
+            mirror_jsonl(agent.verdicts_file, lines)
+        except OSError:
+            self._stale_verdicts.add((arm.name, agent.name))
+            return False
+        return True
 
     def deliver(self) -> int:
         """Store every finished evaluation of this run's submissions and append it to its
@@ -250,9 +367,18 @@ class Gateway:
             if self.events.add_evaluation(row["id"], evaluation):
                 # The runner's own jobs (the champion re-measured) have no agent to tell.
                 agent = arm.agents.get(row["agent"])
-                if agent is not None:
+                if agent is not None and (arm.name, agent.name) not in self._stale_verdicts:
                     earlier = self._earlier(arm.name, evaluation.duplicate_of)
-                    _append(agent.verdicts_file, [verdict_line(row["id"], evaluation, earlier)])
+                    line = verdict_line(row["id"], evaluation, earlier)
+                    try:
+                        _append(agent.verdicts_file, [line])
+                    except OSError as exc:
+                        # Recorded in the log all the same; the file is rewritten from it.
+                        self._stale_verdicts.add((arm.name, agent.name))
+                        self.events.lifecycle(
+                            arm.name, agent.name, "verdict_not_written",
+                            submission=row["id"], error=_os_error(exc),
+                        )  # fmt: skip
                 delivered += 1
         return delivered
 
@@ -265,27 +391,56 @@ class Gateway:
 
     # -- requests ------------------------------------------------------------------------
 
-    def _drain(self, arm: ArmWorkspace, agent: AgentWorkspace) -> int:
+    def _drain(
+        self,
+        arm: ArmWorkspace,
+        agent: AgentWorkspace,
+    ) -> int:
+        key = (arm.name, agent.name)
         try:
-            names = sorted(
-                name
-                for name in os.listdir(agent.outbox)
-                if name.endswith(".json") and str(agent.outbox / name) not in self._stuck
-            )
+            with os.scandir(agent.outbox) as entries:
+                names = sorted(
+                    entry.name
+                    for entry in entries
+                    if entry.name.endswith(".json")
+                    and str(agent.outbox / entry.name) not in self._stuck
+                )
         except FileNotFoundError:
             return 0
+        except OSError as exc:
+            if key not in self._unlistable:
+                self._unlistable.add(key)
+                self.events.lifecycle(
+                    arm.name, agent.name, "request_refused", request="",
+                    error="the outbox could not be read", detail=_os_error(exc),
+                )  # fmt: skip
+            return 0
+        self._unlistable.discard(key)
+        fetch = self._fetches.get(key)
+        if fetch is not None and fetch.done.is_set() and f"{fetch.request_id}.json" not in names:
+            del self._fetches[key]  # its request was withdrawn while its commit was copied
+        answered = 0
         for name in names[:MAX_PER_POLL]:
-            self._handle(arm, agent, name)
-        return min(len(names), MAX_PER_POLL)
+            answered += self._handle(arm, agent, name)
+        return answered
 
-    def _handle(self, arm: ArmWorkspace, agent: AgentWorkspace, name: str) -> None:
+    def _handle(
+        self,
+        arm: ArmWorkspace,
+        agent: AgentWorkspace,
+        name: str,
+    ) -> int:
+        """Carry out one request: 1 when it was answered (or dropped), 0 while its commit is
+        still being copied. Nothing raised while serving it leaves this method (but a failure
+        of the event log itself): any error is the request's refusal, recorded."""
         path = agent.outbox / name
         request_id = name[: -len(".json")]
         answerable = bool(REQUEST_ID_RE.match(request_id))
+        detail: dict[str, Any] = {}
         try:
             body = _read_request(str(path))
             if body is None:
-                return
+                return 0
             if not answerable:
                 raise Refused("bad request id: letters, digits, '.', '_', '-' (at most 128)")
             if body.get("id") != request_id:
@@ -293,18 +448,48 @@ class Gateway:
             op = body.get("op")
             if op == "submit":
                 reply = self._submit(arm, agent, request_id, body)
+                if reply is None:
+                    return 0  # its commit is still being copied: answered at a later poll
             elif op == "post":
                 reply = self._post(arm, agent, request_id, body)
             else:
                 raise Refused(f"unknown op {op!r}: use submit or post")
         except Refused as exc:
             reply = {"ok": False, "error": str(exc)}
+        except sqlite3.Error:
+            raise  # the event log itself failed: the run's problem, not this seat's
+        except Exception as exc:  # one seat's request never ends the run
+            reply = {"ok": False, "error": "the gateway could not carry out this request"}
+            detail = {"detail": _os_error(exc) if isinstance(exc, OSError) else repr(exc)[:500]}
+        if not reply["ok"]:
             self.events.lifecycle(
-                arm.name, agent.name, "request_refused", request=request_id[:128], error=str(exc)
-            )
+                arm.name, agent.name, "request_refused",
+                request=request_id[:128], error=reply["error"], **detail,
+            )  # fmt: skip
         if answerable:
-            _write_atomic(agent.replies / f"{request_id}.json", json.dumps(reply) + "\n")
+            self._reply(arm, agent, request_id, reply)
         self._remove(path)
+        return 1
+
+    def _reply(
+        self, arm: ArmWorkspace, agent: AgentWorkspace, request_id: str, reply: dict[str, Any]
+    ) -> None:
+        """Write the reply into the agent's inbox (one that cannot be written is recorded).
+        The inbox keeps the newest :data:`MAX_REPLIES` replies: a flood of requests does not
+        grow it without end."""
+        try:
+            _write_atomic(agent.replies / f"{request_id}.json", json.dumps(reply) + "\n")
+        except OSError as exc:
+            self.events.lifecycle(
+                arm.name, agent.name, "reply_not_written",
+                request=request_id[:128], ok=bool(reply.get("ok")), error=_os_error(exc),
+            )  # fmt: skip
+            return
+        key = (arm.name, agent.name)
+        kept = self._replies_kept.get(key, MAX_REPLIES) + 1  # not counted yet: look first
+        if kept > MAX_REPLIES:
+            kept = _prune_replies(agent.replies, MAX_REPLIES)
+        self._replies_kept[key] = kept
 
     def _remove(self, path: Path) -> None:
         try:
@@ -315,8 +500,14 @@ class Gateway:
             self._stuck.add(str(path))
 
     def _submit(
-        self, arm: ArmWorkspace, agent: AgentWorkspace, request_id: str, body: dict[str, Any]
-    ) -> dict[str, Any]:
+        self,
+        arm: ArmWorkspace,
+        agent: AgentWorkspace,
+        request_id: str,
+        body: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """The reply to a submit request, or None while its commit is being copied (or the
+        seat's previous submission's still is: one copy per seat at a time)."""
         if not agent.can_submit:
             raise Refused(f"a {agent.role} does not submit (only workers do)")
         commit = body.get("commit")
@@ -330,47 +521,81 @@ class Gateway:
         if seen and seen[0]["commit_sha"] != commit:
             raise Refused(f"request id {request_id} was already used for another commit")
         if not seen:
-            if self.max_submissions_per_agent is not None:
-                made = self.events.table(
-                    "submissions", "WHERE arm = ? AND agent = ?", (arm.name, agent.name)
-                )
-                if len(made) >= self.max_submissions_per_agent:
-                    raise Refused(
-                        f"submission cap reached ({self.max_submissions_per_agent} per agent)"
-                    )
-            if (
-                self.evaluations_per_arm is not None
-                and len(self._agent_submissions(arm)) >= self.evaluations_per_arm
-            ):
-                raise Refused(
-                    f"the arm's judge budget is spent ({self.evaluations_per_arm} evaluations"
-                    " per arm): nothing more will be judged in this run"
-                )
-            if (
-                self.evaluations_per_seat is not None
-                and len(self._agent_submissions(arm, agent.name)) >= self.evaluations_per_seat
-            ):
-                raise Refused(
-                    f"your judge budget is spent ({self.evaluations_per_seat} evaluations per"
-                    " seat): nothing more of yours will be judged in this run"
-                )
-            try:
+            self._check_caps(arm, agent)
+            seat = (arm.name, agent.name)
+            fetch = self._fetches.get(seat)
+            if fetch is not None and (not fetch.done.is_set() or fetch.request_id != request_id):
+                return None  # this seat's copy is in flight (this request's or another's)
+            if fetch is None or fetch.commit != commit:
                 # Into a staging ref first: a commit that cannot be copied never becomes a
                 # submission, and one that was copied is never collected as garbage.
-                fetch_commit(
-                    agent.repo,
-                    commit,
-                    arm.submissions,
-                    f"refs/incoming/{agent.name}",
-                    timeout=self.fetch_timeout,
-                )
-            except UntrustedRepoError as exc:
-                raise Refused(f"{exc} (/work/repo)") from None
+                self._fetches[seat] = fetch = self._start_fetch(arm, agent, request_id, commit)
+                if not fetch.done.wait(self.fetch_grace):
+                    return None
+            del self._fetches[seat]
+            if isinstance(fetch.error, UntrustedRepoError):
+                raise Refused(f"{fetch.error} (/work/repo)")
+            if fetch.error is not None:
+                raise fetch.error
+            self._check_caps(arm, agent)  # another seat's copy may have been taken first
         submission, job = self.events.add_submission(arm.name, agent.name, key, commit, message)
         self._publish(arm, agent.name, submission, commit)
         if job is None:
             self._enqueue(arm, agent.name, submission, commit)
         return {"ok": True, "submission": submission, "commit": commit}
+
+    def _check_caps(self, arm: ArmWorkspace, agent: AgentWorkspace) -> None:
+        """Refuse a new submission beyond the seat's cap or the arm's or seat's judge budget."""
+        if self.max_submissions_per_agent is not None:
+            made = self.events.table(
+                "submissions", "WHERE arm = ? AND agent = ?", (arm.name, agent.name)
+            )
+            if len(made) >= self.max_submissions_per_agent:
+                raise Refused(
+                    f"submission cap reached ({self.max_submissions_per_agent} per agent)"
+                )
+        if (
+            self.evaluations_per_arm is not None
+            and len(self._agent_submissions(arm)) >= self.evaluations_per_arm
+        ):
+            raise Refused(
+                f"the arm's judge budget is spent ({self.evaluations_per_arm} evaluations"
+                " per arm): nothing more will be judged in this run"
+            )
+        if (
+            self.evaluations_per_seat is not None
+            and len(self._agent_submissions(arm, agent.name)) >= self.evaluations_per_seat
+        ):
+            raise Refused(
+                f"your judge budget is spent ({self.evaluations_per_seat} evaluations per"
+                " seat): nothing more of yours will be judged in this run"
+            )
+
+    def _start_fetch(
+        self, arm: ArmWorkspace, agent: AgentWorkspace, request_id: str, commit: str
+    ) -> _Fetch:
+        """Copy ``commit`` from the agent's clone into ``refs/incoming/<agent>`` of the arm's
+        ``submissions.git``, in a thread of its own (a daemon: it never holds the runner's
+        exit; git's own timeout ends it)."""
+        fetch = _Fetch(request_id, commit)
+
+        def copy() -> None:
+            try:
+                fetch_untrusted(
+                    agent.repo,
+                    commit,
+                    arm.submissions,
+                    f"refs/incoming/{agent.name}",
+                    timeout=self.fetch_timeout,
+                    scratch=arm.root,  # never mounted into any container
+                )
+            except BaseException as exc:  # handed to the main loop
+                fetch.error = exc
+            finally:
+                fetch.done.set()
+
+        threading.Thread(target=copy, name=f"fetch-{arm.name}-{agent.name}", daemon=True).start()
+        return fetch
 
     def _agent_submissions(
         self, arm: ArmWorkspace, agent: str | None = None
@@ -472,31 +697,30 @@ class Gateway:
         return {"ok": True, "message": message}
 
     def _sync_board(self, arm: ArmWorkspace) -> None:
+        """Append the arm's new messages to its board file (one that cannot be written is
+        rewritten from the log at a later poll: the message is recorded all the same)."""
+        if arm.name in self._stale_boards:
+            return
         rows = self.events.messages(arm.name, since=self._board_last.get(arm.name, 0))
         if rows:
-            _append(arm.board_file, [board_line(r) for r in rows])
             self._board_last[arm.name] = rows[-1]["id"]
+            try:
+                _append(arm.board_file, [board_line(r) for r in rows])
+            except OSError:
+                self._stale_boards.add(arm.name)
 
     # -- resume --------------------------------------------------------------------------
 
     def _resume(self) -> None:
         for arm in self.arms.values():
             lines = [board_line(r) for r in self.events.messages(arm.name)]
-            mirror_jsonl(arm.board_file, lines)
             self._board_last[arm.name] = lines[-1]["id"] if lines else 0
+            try:
+                mirror_jsonl(arm.board_file, lines)
+            except OSError:
+                self._stale_boards.add(arm.name)
             for agent in arm.agents.values():
-                rows = self.events.table(
-                    "evaluations", "WHERE arm = ? AND agent = ?", (arm.name, agent.name)
-                )
-                mirror_jsonl(
-                    agent.verdicts_file,
-                    [
-                        verdict_line(
-                            r["submission_id"], r, self._earlier(arm.name, r.get("duplicate_of"))
-                        )
-                        for r in rows
-                    ],
-                )
+                self._mirror_verdicts(arm, agent)
         unqueued = [s for s in self.events.unqueued_submissions() if s["arm"] in self.arms]
         if not unqueued:
             return

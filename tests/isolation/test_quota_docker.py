@@ -75,7 +75,8 @@ def test_a_container_writing_past_its_quota_gets_enospc(tmp_path, base_image) ->
         assert _allocated(w1.root) <= QUOTA_MB * MB
         assert (w1.notes / "fill").stat().st_size > (QUOTA_MB // 2) * MB
         assert _allocated(w2.root) < 2 * MB
-        # The runner (root) still writes the agent's replies and verdicts into its inbox.
+        # The runner still writes the agent's replies and verdicts: its inbox is not in the seat.
+        assert not str(w1.inbox).startswith(str(w1.root) + "/")
         (w1.verdicts_file).write_bytes(b"x" * 4 * MB)
         # The runner's watch records it once, with the bytes.
         events = EventLog(tmp_path / "run" / "events.sqlite")
@@ -196,7 +197,8 @@ def test_a_run_records_its_seat_at_the_quota_and_leaves_plain_folders(
             time.sleep(0.5)
         seat = run_dir / "arms" / "solo" / "agents" / "w1"
         assert os.path.ismount(seat)
-        (seat / "inbox" / "go").write_text("")  # root writes into the full seat
+        # The agent's inbox is the runner's, outside its full seat.
+        (run_dir / "arms" / "solo" / "inboxes" / "w1" / "go").write_text("")
         _, err = proc.communicate(timeout=1500)
     finally:
         if proc.poll() is None:

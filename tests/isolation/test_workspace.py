@@ -58,6 +58,7 @@ def test_layout_follows_the_contract(tmp_path, source):
         "agents",
         "arm.json",
         "board",
+        "inboxes",
         "origin.git",
         "submissions.git",
     ]
@@ -69,7 +70,10 @@ def test_layout_follows_the_contract(tmp_path, source):
     for seat in SEATS:
         ws = arm.agents[seat.name]
         assert (ws.role, ws.direction, ws.arm) == (seat.role, seat.direction, "swarm")
-        assert sorted(p.name for p in ws.root.iterdir()) == ["inbox", "notes", "outbox", "repo"]
+        assert sorted(p.name for p in ws.root.iterdir()) == ["notes", "outbox", "repo"]
+        # The inbox is the runner's to write: never in the seat's folder (its own filesystem
+        # under a quota, whose inodes the agent can use up).
+        assert ws.inbox == root / "inboxes" / seat.name
         assert sorted(p.name for p in ws.inbox.iterdir()) == ["replies", "verdicts.jsonl"]
         assert list(ws.notes.iterdir()) == [] and list(ws.outbox.iterdir()) == []
     assert arm.agents["w1"].can_submit and not arm.agents["c1"].can_submit

@@ -388,8 +388,9 @@ def test_a_seats_own_judge_budget_and_token_spent_seats_end_an_arm(lab):
     assert mixed.arms_ended({("solo", "w1")})["solo"] == "budget"
 
 
-class Crash(Exception):
-    pass
+class Crash(BaseException):
+    """A kill of the gateway's process: not an error of one seat's request, which the gateway
+    would answer as that request's refusal."""
 
 
 @pytest.mark.parametrize(
@@ -401,14 +402,14 @@ def test_a_gateway_killed_mid_submit_neither_loses_nor_doubles(lab, monkeypatch,
     rid = send(w1, {"op": "submit", "commit": sha})
     # Each step runs, then the gateway dies ("reply": dies after the reply, before removing).
     owner, attribute = {
-        "fetch": ("runner.gateway.fetch_commit", None),
+        "fetch": ("runner.gateway.fetch_untrusted", None),
         "add_submission": (lab.events, "add_submission"),
         "enqueue": (lab.queue, "enqueue"),
         "set_job": (lab.events, "set_job"),
         "reply": (Gateway, "_remove"),  # the reply is written; the request not yet removed
         "unlink": (Gateway, "_remove"),
     }[step]
-    real = getattr(owner, attribute) if attribute else gateway_module.fetch_commit
+    real = getattr(owner, attribute) if attribute else gateway_module.fetch_untrusted
 
     def crash_after(*args, **kwargs):
         if step != "reply":
