@@ -469,11 +469,13 @@ class _ServerRun:
                 "crash": "the server exited or dropped the connection",
                 "protocol": "a reply that is not the contract's event stream",
             }[kind]
+            # Judge-made text only: the load generator's own words name what the server sent
+            # (its HTTP status, a number it chose after the hidden prompts arrived); they
+            # stay in the private log above.
             outcome = Outcome(
                 Verdict.WRONG,
                 kind,
-                f"{context}: {len(failed) or 1} of {s.batch} requests failed: {detail}"
-                f" ({str(first.get('detail', ''))[:120]})",
+                f"{context}: {len(failed) or 1} of {s.batch} requests failed: {detail}",
             )
             if kind == "timeout" and retry_s is None and self.judge.confirm_timing_failures:
                 self.confirm_timeout(
@@ -640,11 +642,16 @@ class _ServerRun:
                 raise InfrastructureFault(f"the baseline server failed a scoring request ({kind})")
             if kind != "crash" and not side.server.running():
                 kind = "crash"
-            outcome = Outcome(
+            detail = {
+                "timeout": f"no complete reply within {timeout:.1f} s",
+                "crash": "the server exited or dropped the connection",
+                "protocol": "a reply that is not the contract's scoring reply",
+            }[kind]
+            outcome = Outcome(  # judge-made text only, as for :meth:`load`
                 Verdict.WRONG,
                 kind,
                 f"{context}: {len(failed) or 1} of {s.batch} teacher-forced scoring requests"
-                f" failed ({str(first.get('detail', ''))[:120]})",
+                f" failed: {detail}",
             )
             if kind == "timeout" and retry_s is None and self.judge.confirm_timing_failures:
                 assert self.base is not None and self.cand is not None
