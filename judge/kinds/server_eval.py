@@ -792,6 +792,8 @@ class _ServerRun:
         except InfrastructureFault as fault:
             evaluation.verdict, evaluation.reason = Verdict.ERROR, fault_reason(fault)
             evaluation.detail = str(fault)
+            if getattr(fault, "private", None) is not None:  # the load generator's own words
+                self.log.append({"fault": str(fault), "private": fault.private})  # type: ignore[attr-defined]
         except Exception as exc:  # a judge bug must never be charged to the agent
             self.log.append({"judge_exception": traceback.format_exc()})
             evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"

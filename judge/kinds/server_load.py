@@ -712,9 +712,11 @@ def handle(cmd: dict) -> dict:
             return score(cmd)
         if cmd.get("op") == "ping":
             return {"ok": True, "clock": time.perf_counter()}
-        return {"ok": False, "kind": "judge", "detail": f"unknown op {cmd.get('op')!r}"}
+        detail = f"unknown op {cmd.get('op')!r}"
+        return {"ok": False, "kind": "judge", "error": "unknown op", "detail": detail}
     except Exception as exc:  # the judge's own fault: said, the process stays up
-        return {"ok": False, "kind": "judge", "detail": f"{type(exc).__name__}: {exc}"}
+        detail = f"{type(exc).__name__}: {exc}"  # may quote a reply: the judge logs it privately
+        return {"ok": False, "kind": "judge", "error": type(exc).__name__, "detail": detail}
 
 
 def main() -> None:

@@ -37,6 +37,8 @@ def h11_package() -> Path:
     import h11
 
     return Path(h11.__file__).resolve().parent
+
+
 MAX_REPLY = 64 << 20
 
 
@@ -152,15 +154,21 @@ class LoadGen:
             line = self._stream.read_line(time.perf_counter() + timeout, limit=MAX_REPLY)
             reply = json.loads(line)
         except (OSError, TimeoutError, EOFError, ValueError) as exc:
-            tail = bytes(self._stream.stderr[-500:]).decode("utf-8", "replace")
-            raise InfrastructureFault(
-                f"the {self.role} load generator failed ({type(exc).__name__}): {tail}"
-            ) from None
+            tail = bytes(self._stream.stderr[-2000:]).decode("utf-8", "replace")
+            raise self.fault(f"failed ({type(exc).__name__})", tail) from None
         if not isinstance(reply, dict):
-            raise InfrastructureFault(f"the {self.role} load generator answered {reply!r:.80}")
+            raise self.fault("answered something else", repr(reply)[:2000])
         if reply.get("kind") == "judge":
-            raise InfrastructureFault(f"the {self.role} load generator: {reply.get('detail')}")
+            raise self.fault(f"failed ({reply.get('error', 'error')})", reply.get("detail"))
         return reply
+
+    def fault(self, what: str, private: object) -> InfrastructureFault:
+        """The judge's fault, in judge-made words: what the load generator said (a traceback,
+        an exception's text, which may quote a server's reply) goes to ``private``, which the
+        evaluation writes to its private log only."""
+        fault = InfrastructureFault(f"the {self.role} load generator {what}")
+        fault.private = private  # type: ignore[attr-defined]
+        return fault
 
     def close(self) -> None:
         self._stream.hang_up()

@@ -26,7 +26,7 @@ from judge.kinds.server_eval import HOST, PORT, Side, _ServerRun
 from judge.kinds.server_sidecar import LoadGen, ServerProcess
 from judge.private import InputSet, Reference
 from judge.queue import Job
-from judge.sandbox import Sandbox
+from judge.sandbox import InfrastructureFault, Sandbox
 from judge.verdict import Evaluation, Verdict
 from runner.gateway import verdict_line
 from tests.support.sandbox import kill_script, script_tree
@@ -219,3 +219,17 @@ def test_no_failure_path_carries_a_hidden_input_to_the_agent(cfg, box, mode):
         assert f"HTTP status {STATUS}" in private_log
     if mode == "cut":
         assert f"after {CUT}" in private_log
+
+
+def test_the_load_generators_own_words_stay_private(box):
+    """An error of the judge's own client (here an op it does not know, named by a marker) is
+    ERROR in judge-made words; its text, which could quote a reply, is kept for the log."""
+    sandbox, container = box
+    loadgen = LoadGen(sandbox, container, "own-words")
+    try:
+        with pytest.raises(InfrastructureFault) as caught:
+            loadgen.call({"op": f"LEAK{MARKER}"}, timeout=30)
+    finally:
+        loadgen.close()
+    assert str(caught.value) == "the own-words load generator failed (unknown op)"
+    assert f"LEAK{MARKER}" in str(caught.value.private)  # type: ignore[attr-defined]
