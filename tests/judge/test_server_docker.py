@@ -250,6 +250,9 @@ def test_generated_mutants_get_their_verdicts(stub_task):
     record = json.loads((home.root / "preflight.json").read_text())
     names = {row["mutant"] for row in record["rows"]}
     assert {"gen_swap", "gen_truncate", "gen_cache", "gen_fake_usage", "gen_hang"} <= names
+    # The HTTP families of issue 24: slow loris, a 1xx flood, a status leak, odd chunking.
+    http = {"gen_slow_headers", "gen_slow_body", "gen_1xx_flood", "gen_status_leak"}
+    assert http | {"gen_odd_chunks"} <= names
 
 
 def test_a_baseline_server_that_exits_is_one_line_at_setup(tmp_path, base_image):
