@@ -154,12 +154,14 @@ class OddChunks:
         self.wfile, self.turn = wfile, 0
 
     def write(self, data):
+        framed = []  # one write: the odd framing is the point, not a syscall per chunk
         while data:
             size = ODD_SIZES[self.turn % len(ODD_SIZES)]
             ext = b";swarmlab=odd" if self.turn % 3 == 0 else b""
             self.turn += 1
             piece, data = data[:size], data[size:]
-            self.wfile.write(b"%x%s\r\n%s\r\n" % (len(piece), ext, piece))
+            framed.append(b"%x%s\r\n%s\r\n" % (len(piece), ext, piece))
+        self.wfile.write(b"".join(framed))
 
     def flush(self):
         self.wfile.flush()
