@@ -1,9 +1,10 @@
 """The server kind's generated mutants: derived from the task itself, no hand-written patch.
 
 Like the decode kind's (``judge.kinds.decode_mutants``), none edits the server's source: the
-frozen-zone ones change the tree; the others add a stdlib HTTP proxy (``server_wrap.py``) in
-a non-frozen folder, served as ``{python} -I -B <folder>/wrap.py``: it starts the task's real
-``serve`` on the next port and cheats in front of it. The serve override is honoured only for
+frozen-zone ones change the tree; the others add an HTTP proxy (``server_wrap.py``, with the
+load generator's own client and h11 beside it) in a non-frozen folder, served as
+``{python} -I -B <folder>/wrap.py``: it starts the task's real ``serve`` on the next port and
+cheats in front of it. The serve override is honoured only for
 the judge's own mutant repository (``judge.mutant.candidate_serve``).
 
 Expectations, and why:

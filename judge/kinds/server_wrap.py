@@ -42,7 +42,7 @@ PASS_THROUGH = ("serial", "slow_first", "network", "cache", "odd_chunks")
 OWN_ANSWER = ("slow_headers", "slow_body", "flood_1xx", "status_leak")
 UPSTREAM_S = 600.0  # the proxy's own deadline for one upstream request
 TRICKLE_S = 0.05  # slow_headers / slow_body: one byte per this
-ODD_SIZES = (1, 7, 2, 13, 64, 3)  # odd_chunks: its chunk sizes, in turn
+ODD_SIZES = (5, 64, 17, 256, 33)  # odd_chunks: its chunk sizes, in turn (events are ~200 B)
 
 
 def start_checks():
