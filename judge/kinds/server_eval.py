@@ -471,11 +471,13 @@ class _ServerRun:
                 "crash": "the server exited or dropped the connection",
                 "protocol": "a reply that is not the contract's event stream",
             }[kind]
+            # Judge-made text only: the load generator's own words name what the server sent
+            # (its HTTP status, a number it chose after the hidden prompts arrived); they
+            # stay in the private log above.
             outcome = Outcome(
                 Verdict.WRONG,
                 kind,
-                f"{context}: {len(failed) or 1} of {s.batch} requests failed: {detail}"
-                f" ({str(first.get('detail', ''))[:120]})",
+                f"{context}: {len(failed) or 1} of {s.batch} requests failed: {detail}",
             )
             if kind == "timeout" and retry_s is None and self.judge.confirm_timing_failures:
                 self.confirm_timeout(
@@ -642,11 +644,16 @@ class _ServerRun:
                 raise InfrastructureFault(f"the baseline server failed a scoring request ({kind})")
             if kind != "crash" and not side.server.running():
                 kind = "crash"
-            outcome = Outcome(
+            detail = {
+                "timeout": f"no complete reply within {timeout:.1f} s",
+                "crash": "the server exited or dropped the connection",
+                "protocol": "a reply that is not the contract's scoring reply",
+            }[kind]
+            outcome = Outcome(  # judge-made text only, as for :meth:`load`
                 Verdict.WRONG,
                 kind,
                 f"{context}: {len(failed) or 1} of {s.batch} teacher-forced scoring requests"
-                f" failed ({str(first.get('detail', ''))[:120]})",
+                f" failed: {detail}",
             )
             if kind == "timeout" and retry_s is None and self.judge.confirm_timing_failures:
                 assert self.base is not None and self.cand is not None
@@ -787,6 +794,8 @@ class _ServerRun:
         except InfrastructureFault as fault:
             evaluation.verdict, evaluation.reason = Verdict.ERROR, fault_reason(fault)
             evaluation.detail = str(fault)
+            if getattr(fault, "private", None) is not None:  # the load generator's own words
+                self.log.append({"fault": str(fault), "private": fault.private})  # type: ignore[attr-defined]
         except Exception as exc:  # a judge bug must never be charged to the agent
             self.log.append({"judge_exception": traceback.format_exc()})
             evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"

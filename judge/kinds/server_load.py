@@ -1,10 +1,19 @@
-"""The server kind's load generator: the judge's own client, stdlib only.
+"""The server kind's load generator: the judge's own client (the standard library and h11).
 
 It runs in a sidecar container that shares only the candidate's (or the baseline's) network
 namespace (``judge.kinds.server_sidecar``), reads one JSON command per line on stdin and
 answers one JSON line on stdout, so it is spoken to exactly like an engine, and measures with
 its own clock. Nothing of swarmlab is imported: the file is mounted read-only into the sidecar
-and run as ``python -I -B server_load.py``. The judge on the host imports it too (tests, bench).
+and run as ``python -I -B server_load.py``, with h11's package mounted read-only in ``lib/``
+beside it. The judge on the host imports it too (tests, bench), and the server kind's mutant
+proxy (``server_wrap.py``) reads its upstream with the same :class:`Exchange`.
+
+HTTP is spoken by h11 (a strict RFC 9112 parser, pure Python, no I/O of its own) over a socket
+of this module's: every response's framing is decoded as the RFC requires of any HTTP/1.1
+recipient (``Content-Length``, ``chunked`` with extensions and trailers, a body delimited by
+the connection's close, 1xx responses before the final one, obs-fold), and one deadline bounds
+the whole request, headers included: the socket's timeout is set to the time left before every
+read, so a server trickling a byte at a time is still cut off at the deadline (``timeout``).
 
 Commands:
 
@@ -24,24 +33,37 @@ Commands:
   failure as for ``run``.
 
 Output tokens are counted from the ids received, never from the server's ``usage``. Every read
-is bounded (a line, a whole response), so a server cannot make the judge hold unbounded data.
+is bounded (a response's head, an SSE line, a whole response, the count of 1xx responses), so a
+server cannot make the judge hold unbounded data or wait past the request's deadline.
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.client
 import itertools
 import json
+import os
 import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+# In the sidecar (and a mutant's proxy) h11 lies in lib/ beside this file; on the host it is
+# an installed dependency. Only that folder is added: nothing else of ours is ever there.
+_LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+if os.path.isdir(os.path.join(_LIB, "h11")) and _LIB not in sys.path:
+    sys.path.insert(0, _LIB)
+
+import h11  # noqa: E402
+
 MAX_LINE = 1 << 16  # one SSE line
-MAX_RESPONSE = 8 << 20  # one whole response
+MAX_RESPONSE = 8 << 20  # one whole response, as received (heads and framing included)
+MAX_HEAD = 64 << 10  # one response head (status line and fields), one chunk's size line
+MAX_INFORMATIONAL = 16  # 1xx responses before the final one (RFC 9110 sets no number)
 MAX_TOKENS_SLACK = 4  # ids beyond max_tokens are kept up to this many (the judge compares them)
+RECV = 1 << 16
 
 
 class RequestFailed(Exception):
@@ -183,6 +205,142 @@ def chunk_tokens(
     return ids, margins, choice.get("finish_reason") is not None
 
 
+class Exchange:
+    """One HTTP/1.1 request on a connection of its own and its response, parsed by h11, all
+    of it under one deadline (``time.perf_counter`` seconds).
+
+    Failures are :class:`RequestFailed`: ``timeout`` (the deadline passed, whatever was still
+    arriving), ``crash`` (refused, reset, or closed before a byte of response), ``protocol``
+    (anything h11 refuses as HTTP/1.1, a response with both ``Content-Length`` and
+    ``Transfer-Encoding``, more than :data:`MAX_INFORMATIONAL` 1xx responses, more than
+    ``max_bytes`` received, a message cut short).
+    """
+
+    def __init__(
+        self, host: str, port: int, deadline: float, max_bytes: int = MAX_RESPONSE
+    ) -> None:
+        self.host, self.port, self.deadline, self.max_bytes = host, port, deadline, max_bytes
+        self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+        self.sock: socket.socket | None = None
+        self.received = 0
+
+    def left(self) -> float:
+        """Seconds left before the deadline; ``timeout`` once none are."""
+        remaining = self.deadline - time.perf_counter()
+        if remaining <= 0:
+            raise RequestFailed("timeout", "no complete answer in time")
+        return remaining
+
+    def send(
+        self, method: str, path: str, body: bytes | None, headers: list[tuple[str, str]]
+    ) -> None:
+        """Connect and send the whole request (``Content-Length`` framed)."""
+        fields = [("Host", f"{self.host}:{self.port}"), *headers]
+        if body is not None:
+            fields.append(("Content-Length", str(len(body))))
+        data = self.conn.send(h11.Request(method=method, target=path, headers=fields)) or b""
+        if body:
+            data += self.conn.send(h11.Data(data=body)) or b""
+        data += self.conn.send(h11.EndOfMessage()) or b""
+        try:
+            self.sock = socket.create_connection((self.host, self.port), timeout=self.left())
+            with contextlib.suppress(OSError):  # small writes leave at once
+                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock.settimeout(self.left())
+            self.sock.sendall(data)
+        except TimeoutError:
+            raise RequestFailed("timeout", "the request could not be sent in time") from None
+        except OSError as exc:
+            raise RequestFailed("crash", f"connection failed: {type(exc).__name__}") from None
+
+    def next_event(self) -> object:
+        """The response's next h11 event, reading as needed, each read under the deadline."""
+        assert self.sock is not None
+        while True:
+            try:
+                event = self.conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise RequestFailed("protocol", f"not HTTP/1.1: {exc}") from None
+            if event is not h11.NEED_DATA:
+                return event
+            if self.received > self.max_bytes:
+                raise RequestFailed("protocol", "the response is too long")
+            try:
+                self.sock.settimeout(self.left())
+                data = self.sock.recv(RECV)
+            except TimeoutError:
+                raise RequestFailed("timeout", "no complete answer in time") from None
+            except OSError as exc:
+                raise RequestFailed("crash", f"connection cut: {type(exc).__name__}") from None
+            if not data and self.received == 0:
+                raise RequestFailed("crash", "the connection closed without a response")
+            self.received += len(data)
+            self.conn.receive_data(data)
+
+    def response(self) -> h11.Response:
+        """The final response's head: 1xx responses are skipped (at most
+        :data:`MAX_INFORMATIONAL`), conflicting framing refused."""
+        informational = 0
+        while True:
+            event = self.next_event()
+            if isinstance(event, h11.InformationalResponse):
+                informational += 1
+                if informational > MAX_INFORMATIONAL:
+                    raise RequestFailed("protocol", "too many 1xx responses")
+                continue
+            if not isinstance(event, h11.Response):
+                raise RequestFailed("protocol", f"no response head ({type(event).__name__})")
+            names = {name for name, _ in event.headers}
+            if b"content-length" in names and b"transfer-encoding" in names:
+                # RFC 9112 6.3: "ought to be handled as an error" (request smuggling).
+                raise RequestFailed("protocol", "both Content-Length and Transfer-Encoding")
+            return event
+
+    def body(self) -> Iterator[bytes]:
+        """The response's body, decoded, as it arrives; ends with the message (not with the
+        connection: a server may keep that open)."""
+        while True:
+            event = self.next_event()
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return
+            else:
+                raise RequestFailed("protocol", f"a body cut short ({type(event).__name__})")
+
+    def close(self) -> None:
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+
+
+def header(response: h11.Response, name: bytes) -> bytes:
+    """A response field's value (h11 gives names lowercase), ``b""`` where it has none."""
+    for key, value in response.headers:
+        if key == name:
+            return bytes(value)
+    return b""
+
+
+class SseLines:
+    """An event stream's lines from body bytes that arrive split anywhere (a line ends with
+    LF, a CR before it dropped); a line over :data:`MAX_LINE` is ``protocol``."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self.buf += data
+        if b"\n" not in data:
+            if len(self.buf) > MAX_LINE:
+                raise RequestFailed("protocol", "an SSE line is too long")
+            return []
+        *lines, self.buf = self.buf.split(b"\n")
+        if len(self.buf) > MAX_LINE or any(len(line) > MAX_LINE for line in lines):
+            raise RequestFailed("protocol", "an SSE line is too long")
+        return [line.rstrip(b"\r") for line in lines]
+
+
 def stream_request(
     host: str,
     port: int,
@@ -209,35 +367,22 @@ def stream_request(
     """
     payload = json.dumps(body).encode()
     start = time.perf_counter()
-
-    def left() -> float:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            raise RequestFailed("timeout", "no complete answer in time")
-        return remaining
-
-    conn = http.client.HTTPConnection(host, port, timeout=left())
+    exchange = Exchange(host, port, deadline)
     try:
-        try:
-            conn.request(
-                "POST",
-                path,
-                body=payload,
-                headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
-            )
-            # Kept: with "Connection: close" http.client drops conn.sock once the response
-            # owns the socket, and every read below needs its own timeout.
-            sock = conn.sock
-            sock.settimeout(left())
-            resp = conn.getresponse()
-        except TimeoutError:
-            raise RequestFailed("timeout", "no response headers in time") from None
-        except (ConnectionError, OSError, http.client.HTTPException) as exc:
-            raise RequestFailed("crash", f"connection failed: {type(exc).__name__}") from None
-        if resp.status != 200:
-            raise RequestFailed("protocol", f"HTTP status {resp.status}")
-        ctype = resp.getheader("Content-Type", "")
-        if "text/event-stream" not in ctype:
+        exchange.send(
+            "POST",
+            path,
+            payload,
+            [
+                ("Content-Type", "application/json"),
+                ("Accept", "text/event-stream"),
+                ("Connection", "close"),
+            ],
+        )
+        response = exchange.response()
+        if response.status_code != 200:
+            raise RequestFailed("protocol", f"HTTP status {response.status_code}")
+        if b"text/event-stream" not in header(response, b"content-type"):
             raise RequestFailed("protocol", "the response is not text/event-stream")
         ids: list[int] = []
         margins: list[float | None] = []
@@ -245,52 +390,46 @@ def stream_request(
         count = 0  # tokens received: ids, or (text mode) chunks that carried text
         arrivals: list[float] = []
         ttft = None
-        total_bytes = 0
+        lines = SseLines()
         done = False
-        while not done:
-            try:
-                sock.settimeout(left())
-                line = resp.fp.readline(MAX_LINE + 1)
-            except TimeoutError:
-                raise RequestFailed("timeout", f"stream stalled after {len(ids)} tokens") from None
-            except (ConnectionError, OSError) as exc:
-                raise RequestFailed("crash", f"stream cut: {type(exc).__name__}") from None
-            if not line:
-                raise RequestFailed("protocol", f"stream ended without [DONE] after {len(ids)}")
-            total_bytes += len(line)
-            if len(line) > MAX_LINE or total_bytes > MAX_RESPONSE:
-                raise RequestFailed("protocol", "an SSE line or the response is too long")
-            text = line.rstrip(b"\r\n")
-            if not text or text.startswith(b":"):
-                continue  # event separator or comment
-            if not text.startswith(b"data:"):
-                continue  # event:/id:/retry: fields carry nothing the judge reads
-            data = text[5:].strip()
-            if data == b"[DONE]":
-                done = True
+        for data in exchange.body():
+            for text in lines.feed(data):
+                if not text or text.startswith(b":"):
+                    continue  # event separator or comment
+                if not text.startswith(b"data:"):
+                    continue  # event:/id:/retry: fields carry nothing the judge reads
+                payload_line = text[5:].strip()
+                if payload_line == b"[DONE]":
+                    done = True
+                    break
+                now = time.perf_counter()
+                try:
+                    chunk = json.loads(payload_line)
+                    if text_mode:
+                        new = [ord(c) for c in chunk_text(chunk, endpoint)]
+                        gaps: list[float | None] = [None] * len(new)
+                    else:
+                        new, gaps, _ = chunk_tokens(chunk, source, endpoint)
+                except (ValueError, RecursionError):
+                    raise RequestFailed("protocol", "a malformed chunk") from None
+                if not new:
+                    continue
+                if ttft is None:
+                    ttft = now - start
+                arrivals.append(now)
+                ids.extend(new)
+                margins.extend(gaps)
+                count += 1 if text_mode else len(new)
+                if not text_mode and count > int(body.get("max_tokens", 0)) + MAX_TOKENS_SLACK:
+                    done = True  # far past what was asked for: the judge calls it wrong already
+                    break
+                # Text mode reads on: how a server chunks its text says nothing of its tokens
+                # (a cut here would misjudge one streaming a character at a time); the
+                # response's size bounds it.
+            if done:
                 break
-            now = time.perf_counter()
-            try:
-                chunk = json.loads(data)
-                if text_mode:
-                    new = [ord(c) for c in chunk_text(chunk, endpoint)]
-                    gaps: list[float | None] = [None] * len(new)
-                else:
-                    new, gaps, _ = chunk_tokens(chunk, source, endpoint)
-            except (ValueError, RecursionError):
-                raise RequestFailed("protocol", "a malformed chunk") from None
-            if not new:
-                continue
-            if ttft is None:
-                ttft = now - start
-            arrivals.append(now)
-            ids.extend(new)
-            margins.extend(gaps)
-            count += 1 if text_mode else len(new)
-            if not text_mode and count > int(body.get("max_tokens", 0)) + MAX_TOKENS_SLACK:
-                break  # far past what was asked for: the judge calls it wrong already
-            # Text mode reads on: how a server chunks its text says nothing of its tokens (a
-            # cut here would misjudge one streaming a character at a time); MAX_RESPONSE bounds it.
+        if not done:
+            raise RequestFailed("protocol", f"stream ended without [DONE] after {len(ids)}")
         end = time.perf_counter()
         itl = [b - a for a, b in itertools.pairwise(arrivals)]
         return {
@@ -303,7 +442,7 @@ def stream_request(
             "margins": margins if body.get("logprobs") and not text_mode else None,
         }
     finally:
-        conn.close()
+        exchange.close()
 
 
 def chat_text(prompt: list[int] | str) -> str:
@@ -451,43 +590,33 @@ def score_request(
     """
     payload = json.dumps(body).encode()
     start = time.perf_counter()
-    remaining = deadline - start
-    if remaining <= 0:
-        raise RequestFailed("timeout", "no time left")
-    conn = http.client.HTTPConnection(host, port, timeout=remaining)
+    exchange = Exchange(host, port, deadline)
     try:
-        try:
-            conn.request("POST", path, body=payload, headers={"Content-Type": "application/json"})
-            sock = conn.sock
-            sock.settimeout(max(0.01, deadline - time.perf_counter()))
-            resp = conn.getresponse()
-            if resp.status != 200:
-                raise RequestFailed("protocol", f"HTTP status {resp.status}")
-            data = b""
-            while len(data) <= MAX_RESPONSE:  # read in pieces, each under the deadline
-                sock.settimeout(max(0.01, deadline - time.perf_counter()))
-                piece = resp.read1(1 << 16)
-                if not piece:
-                    break
-                data += piece
-                if time.perf_counter() > deadline:
-                    raise TimeoutError
-        except TimeoutError:
-            raise RequestFailed("timeout", "no complete scoring reply in time") from None
-        except (ConnectionError, OSError, http.client.HTTPException) as exc:
-            raise RequestFailed("crash", f"connection failed: {type(exc).__name__}") from None
-        if len(data) > MAX_RESPONSE:
-            raise RequestFailed("protocol", "the scoring reply is too long")
-        sent = body["prompt"]
-        try:
-            values = continuation_logprobs(
-                json.loads(data), sent[:prompt_len], sent[prompt_len:], teacher_forcing
-            )
-        except (ValueError, RecursionError, UnicodeDecodeError) as exc:
-            raise RequestFailed("protocol", f"scoring reply: {exc}") from None
-        return {"ok": True, "logprobs": values, "total_s": time.perf_counter() - start}
+        exchange.send(
+            "POST",
+            path,
+            payload,
+            [("Content-Type", "application/json"), ("Connection", "close")],
+        )
+        response = exchange.response()
+        if response.status_code != 200:
+            raise RequestFailed("protocol", f"HTTP status {response.status_code}")
+        pieces, size = [], 0
+        for data in exchange.body():
+            size += len(data)
+            if size > MAX_RESPONSE:
+                raise RequestFailed("protocol", "the scoring reply is too long")
+            pieces.append(data)
     finally:
-        conn.close()
+        exchange.close()
+    sent = body["prompt"]
+    try:
+        values = continuation_logprobs(
+            json.loads(b"".join(pieces)), sent[:prompt_len], sent[prompt_len:], teacher_forcing
+        )
+    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+        raise RequestFailed("protocol", f"scoring reply: {exc}") from None
+    return {"ok": True, "logprobs": values, "total_s": time.perf_counter() - start}
 
 
 def score(cmd: dict) -> dict:
@@ -551,23 +680,22 @@ def run(cmd: dict) -> dict:
 
 
 def ready(cmd: dict) -> dict:
-    """The ``ready`` command: poll ``GET path`` until 200 or ``timeout_s``."""
+    """The ``ready`` command: poll ``GET path`` until 200 or ``timeout_s`` (each poll bounded
+    by what is left of it, at most 2 s, at least 50 ms)."""
     start = time.perf_counter()
     deadline = start + float(cmd["timeout_s"])
+    host, port, path = str(cmd["host"]), int(cmd["port"]), str(cmd["path"])
     while True:
-        conn = http.client.HTTPConnection(
-            str(cmd["host"]), int(cmd["port"]), timeout=max(0.05, min(2.0, deadline - start))
-        )
+        now = time.perf_counter()
+        exchange = Exchange(host, port, max(min(deadline, now + 2.0), now + 0.05), MAX_LINE)
         try:
-            conn.request("GET", str(cmd["path"]))
-            resp = conn.getresponse()
-            resp.read(MAX_LINE)
-            if resp.status == 200:
+            exchange.send("GET", path, None, [("Connection", "close")])
+            if exchange.response().status_code == 200:
                 return {"ok": True, "ready_s": time.perf_counter() - start}
-        except (OSError, http.client.HTTPException):
+        except RequestFailed:
             pass
         finally:
-            conn.close()
+            exchange.close()
         if time.perf_counter() >= deadline:
             return {"ok": False, "kind": "timeout"}
         time.sleep(0.05)
@@ -584,9 +712,11 @@ def handle(cmd: dict) -> dict:
             return score(cmd)
         if cmd.get("op") == "ping":
             return {"ok": True, "clock": time.perf_counter()}
-        return {"ok": False, "kind": "judge", "detail": f"unknown op {cmd.get('op')!r}"}
+        detail = f"unknown op {cmd.get('op')!r}"
+        return {"ok": False, "kind": "judge", "error": "unknown op", "detail": detail}
     except Exception as exc:  # the judge's own fault: said, the process stays up
-        return {"ok": False, "kind": "judge", "detail": f"{type(exc).__name__}: {exc}"}
+        detail = f"{type(exc).__name__}: {exc}"  # may quote a reply: the judge logs it privately
+        return {"ok": False, "kind": "judge", "error": type(exc).__name__, "detail": detail}
 
 
 def main() -> None:

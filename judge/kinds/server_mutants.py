@@ -1,9 +1,10 @@
 """The server kind's generated mutants: derived from the task itself, no hand-written patch.
 
 Like the decode kind's (``judge.kinds.decode_mutants``), none edits the server's source: the
-frozen-zone ones change the tree; the others add a stdlib HTTP proxy (``server_wrap.py``) in
-a non-frozen folder, served as ``{python} -I -B <folder>/wrap.py``: it starts the task's real
-``serve`` on the next port and cheats in front of it. The serve override is honoured only for
+frozen-zone ones change the tree; the others add an HTTP proxy (``server_wrap.py``, with the
+load generator's own client and h11 beside it) in a non-frozen folder, served as
+``{python} -I -B <folder>/wrap.py``: it starts the task's real ``serve`` on the next port and
+cheats in front of it. The serve override is honoured only for
 the judge's own mutant repository (``judge.mutant.candidate_serve``).
 
 Expectations, and why:
@@ -31,7 +32,23 @@ Expectations, and why:
 - ``gen_split_chunks`` (``token_ids: text`` only): the same text, one chunk per character. A
   count by the candidate's chunks would multiply its tok/s; the judge credits a timed run with
   its paired baseline run's count once the texts are equal: PASS with no gain.
+- ``gen_slow_headers``: the response's head trickled a byte every 50 ms, never ending (slow
+  loris): every read gets a byte in time; one deadline per request ends it: WRONG ``timeout``.
+- ``gen_slow_body``: the head at once, then an SSE comment trickled a byte every 50 ms,
+  never ending: WRONG ``timeout`` (the same deadline).
+- ``gen_1xx_flood``: ``100 Continue`` responses without end: WRONG ``protocol`` (the client
+  takes at most 16 before the final response).
+- ``gen_status_leak``: an HTTP status (5xx) and reason phrase computed from the hidden prompt:
+  WRONG ``protocol``, and neither may reach the verdict's detail (``detail_excludes``): the
+  server chose that number after the hidden prompt arrived.
+- ``gen_odd_chunks``: honest, its stream re-framed as odd-sized chunks (events straddle them),
+  chunk extensions, a trailer, a ``100`` and a ``103`` before the ``200``: all RFC 9112, all
+  to be decoded: PASS with no gain.
 - ``gen_frozen_edit`` / ``gen_frozen_added``: REJECT ``frozen_zone``.
+
+The proxy reads the real server with the load generator's own client (``server_load.py`` and
+h11, copied beside it), so a relayed request ends with its upstream message, whatever the
+upstream's framing or keep-alive.
 
 With ``server.correctness: drift`` two more (and WRONG ``quality`` is required):
 
@@ -52,10 +69,13 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from judge.kinds.decode_mutants import _wrap_dir
+from judge.kinds.server_sidecar import LOADGEN, h11_package
 from judge.mutant import Mutant, frozen_zone_mutants
 
 WRAPPER = Path(__file__).with_name("server_wrap.py")
 CHECK_REASONS = ("mismatch", "protocol", "timeout", "crash", "b1_regression")
+# gen_status_leak's statuses (500 + its hidden token % 100): none may reach the detail.
+LEAK_STATUSES = [str(500 + i) for i in range(100)]
 
 
 def required_reasons(task: DictConfig) -> list[str]:
@@ -76,6 +96,13 @@ def _add_wrapper(tree: Path, folder: str, settings: dict[str, object]) -> None:
     target = tree / folder
     target.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(WRAPPER, target / "wrap.py")
+    # The judge's own HTTP client and its parser: sources only (no bytecode in a tree).
+    shutil.copyfile(LOADGEN, target / "server_load.py")
+    shutil.copytree(
+        h11_package(),
+        target / "lib" / "h11",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"),
+    )
     (target / "mutant.json").write_text(json.dumps(settings, indent=1) + "\n")
 
 
@@ -96,6 +123,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
         why: str,
         max_x: float | None = None,
         b1_margin: float | None = None,
+        detail_excludes: list[str] | None = None,
     ) -> Mutant:
         settings = {"mode": mode, "serve": list(task.serve)}
         return Mutant(
@@ -108,6 +136,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             also_accept=("WRONG (b1_regression)",) if expect == "PASS" else (),
             max_x_baseline=max_x,
             b1_margin=b1_margin,
+            detail_excludes=list(detail_excludes or []),
             why=why,
             tree=partial(_add_wrapper, folder=folder, settings=settings),
             serve=serve,
@@ -186,6 +215,45 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "a UDP connect() to TEST-NET-1 at start; exits when it fails",
         ),
         wrapped("gen_hang", "hang", "WRONG", "timeout", "every completion hangs"),
+        wrapped(
+            "gen_slow_headers",
+            "slow_headers",
+            "WRONG",
+            "timeout",
+            "the response's head trickled a byte every 50 ms, never ending (slow loris)",
+        ),
+        wrapped(
+            "gen_slow_body",
+            "slow_body",
+            "WRONG",
+            "timeout",
+            "the head at once, then an SSE comment trickled a byte every 50 ms, never ending",
+        ),
+        wrapped(
+            "gen_1xx_flood",
+            "flood_1xx",
+            "WRONG",
+            "protocol",
+            "100 Continue responses without end, never the final one",
+        ),
+        wrapped(
+            "gen_status_leak",
+            "status_leak",
+            "WRONG",
+            "protocol",
+            "an HTTP status and reason phrase computed from the hidden prompt: neither may"
+            " reach the detail",
+            detail_excludes=["LEAK", *LEAK_STATUSES],
+        ),
+        wrapped(
+            "gen_odd_chunks",
+            "odd_chunks",
+            "PASS",
+            None,
+            "honest, re-framed: odd-sized chunks that events straddle, chunk extensions, a"
+            " trailer, 100 and 103 before the 200 (RFC 9112): decoded, no gain",
+            max_x=2.0,
+        ),
     ]
     if str(OmegaConf.select(task, "server.token_ids", default="token_ids")) == "text":
         mutants.append(

@@ -9,7 +9,8 @@ server's loopback, and there is still no route out), while its file system, proc
 namespaces are its own: the candidate's processes cannot see, signal or trace the load
 generator, nor read its code or replies. The sidecar runs the judge's sandbox image and
 interpreter, read-only, with no capabilities, the judge's CPU, and
-:mod:`judge.kinds.server_load` mounted read-only; the judge speaks to it over ``docker exec``
+:mod:`judge.kinds.server_load` and h11's package (its HTTP parser) mounted read-only; the
+judge speaks to it over ``docker exec``
 stdin/stdout, one JSON line each way, and its clock is the one that measures.
 """
 
@@ -27,6 +28,17 @@ from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer, _Strea
 
 LOADGEN = Path(__file__).with_name("server_load.py")
 LOADGEN_DIR = "/opt/swarmlab-loadgen"
+
+
+def h11_package() -> Path:
+    """The folder of the h11 package the judge runs with (a dependency of swarmlab's): the
+    load generator imports it in its sidecar from ``lib/h11`` beside it, whatever the
+    sidecar's interpreter has installed."""
+    import h11
+
+    return Path(h11.__file__).resolve().parent
+
+
 MAX_REPLY = 64 << 20
 
 
@@ -96,9 +108,11 @@ class LoadGen:
 
         self.role = role
         options = sandbox.container_options(f"{role}-loadgen", LOADGEN.parent)
-        # The interpreter and the load generator's one file: no tree, no assets, nothing else.
+        # The interpreter, the load generator's one file and its HTTP parser: no tree, no
+        # assets, nothing else.
         volumes = host_python_mounts() if sandbox.cfg.mount_host_python else {}
         volumes[str(LOADGEN)] = {"bind": f"{LOADGEN_DIR}/server_load.py", "mode": "ro"}
+        volumes[str(h11_package())] = {"bind": f"{LOADGEN_DIR}/lib/h11", "mode": "ro"}
         options.update(
             volumes=volumes,
             network_mode=f"container:{box.id}",
@@ -140,15 +154,21 @@ class LoadGen:
             line = self._stream.read_line(time.perf_counter() + timeout, limit=MAX_REPLY)
             reply = json.loads(line)
         except (OSError, TimeoutError, EOFError, ValueError) as exc:
-            tail = bytes(self._stream.stderr[-500:]).decode("utf-8", "replace")
-            raise InfrastructureFault(
-                f"the {self.role} load generator failed ({type(exc).__name__}): {tail}"
-            ) from None
+            tail = bytes(self._stream.stderr[-2000:]).decode("utf-8", "replace")
+            raise self.fault(f"failed ({type(exc).__name__})", tail) from None
         if not isinstance(reply, dict):
-            raise InfrastructureFault(f"the {self.role} load generator answered {reply!r:.80}")
+            raise self.fault("answered something else", repr(reply)[:2000])
         if reply.get("kind") == "judge":
-            raise InfrastructureFault(f"the {self.role} load generator: {reply.get('detail')}")
+            raise self.fault(f"failed ({reply.get('error', 'error')})", reply.get("detail"))
         return reply
+
+    def fault(self, what: str, private: object) -> InfrastructureFault:
+        """The judge's fault, in judge-made words: what the load generator said (a traceback,
+        an exception's text, which may quote a server's reply) goes to ``private``, which the
+        evaluation writes to its private log only."""
+        fault = InfrastructureFault(f"the {self.role} load generator {what}")
+        fault.private = private  # type: ignore[attr-defined]
+        return fault
 
     def close(self) -> None:
         self._stream.hang_up()

@@ -117,6 +117,16 @@ print(json.dumps(out))
 """
 
 
+# Run in the sidecar: where the load generator's h11 comes from.
+WHICH_H11 = """
+import importlib.util, os
+spec = importlib.util.spec_from_file_location("l", "/opt/swarmlab-loadgen/server_load.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(os.path.dirname(module.h11.__file__))
+"""
+
+
 def test_the_sidecar_reaches_the_server_and_nothing_else_is_shared(tmp_path, base_image):
     tree = tmp_path / "tree"
     tree.mkdir()
@@ -147,6 +157,9 @@ def test_the_sidecar_reaches_the_server_and_nothing_else_is_shared(tmp_path, bas
         assert code == 0, out
         seen = json.loads(out.strip().splitlines()[-1])
         assert seen == {"loadgen_visible": False, "route_out": False, "loadgen_file": False}
+        # Its HTTP parser is the h11 mounted beside it, whatever the interpreter has installed.
+        code, out = loadgen.box.run([sandbox.python, "-I", "-B", "-c", WHICH_H11], timeout=30)
+        assert (code, out.strip().splitlines()[-1]) == (0, "/opt/swarmlab-loadgen/lib/h11"), out
         # The sidecar is a container of the evaluation: closed with the others.
         assert loadgen.box in sandbox.containers
         assert server.running()
@@ -237,6 +250,9 @@ def test_generated_mutants_get_their_verdicts(stub_task):
     record = json.loads((home.root / "preflight.json").read_text())
     names = {row["mutant"] for row in record["rows"]}
     assert {"gen_swap", "gen_truncate", "gen_cache", "gen_fake_usage", "gen_hang"} <= names
+    # The HTTP families of issue 24: slow loris, a 1xx flood, a status leak, odd chunking.
+    http = {"gen_slow_headers", "gen_slow_body", "gen_1xx_flood", "gen_status_leak"}
+    assert http | {"gen_odd_chunks"} <= names
 
 
 def test_a_baseline_server_that_exits_is_one_line_at_setup(tmp_path, base_image):
