@@ -213,7 +213,8 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "b1_random_slow",
             "WRONG",
             "b1_regression",
-            "2 of every 5 lone requests, drawn at random, three times as slow (the median untouched)",
+            "2 of every 5 lone requests, drawn at random, three times as slow"
+            " (the median untouched)",
             b1_margin=b1_margin,
         ),
         wrapped(
