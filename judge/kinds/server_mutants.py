@@ -114,6 +114,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
     template = task_root(task) / task.template
     folder = _wrap_dir(task)
     serve = ["{python}", "-I", "-B", f"{folder}/wrap.py"]
+    b1_margin = round(1.0 - float(task.spec.b1_max_regression), 4)
 
     def wrapped(
         name: str,
@@ -205,7 +206,34 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "WRONG",
             "b1_regression",
             "a request alone in flight streams every token twice as slowly",
-            b1_margin=round(1.0 - float(task.spec.b1_max_regression), 4),
+            b1_margin=b1_margin,
+        ),
+        wrapped(
+            "gen_b1_slow_after_burst",
+            "b1_slow_after_burst",
+            "WRONG",
+            "b1_regression",
+            "once it has served two requests at once, a request alone in flight takes twice as"
+            " long (a fresh server is as fast as ever)",
+            b1_margin=b1_margin,
+        ),
+        wrapped(
+            "gen_b1_slow_untimed",
+            "b1_slow_untimed",
+            "WRONG",
+            "b1_regression",
+            f"a lone request takes twice as long at every max_tokens but {int(task.b1.new_tokens)}"
+            " (the b1 block's)",
+            b1_margin=b1_margin,
+            timed_steps=int(task.b1.new_tokens),
+        ),
+        wrapped(
+            "gen_b1_random_slow",
+            "b1_random_slow",
+            "WRONG",
+            "b1_regression",
+            "2 of every 5 lone requests, drawn at random, three times as slow",
+            b1_margin=b1_margin,
         ),
         wrapped(
             "gen_network",
@@ -264,6 +292,32 @@ def generated(cfg: DictConfig) -> list[Mutant]:
                 None,
                 "the same text, one chunk per character: tokens are the baseline's, no gain",
                 max_x=2.0,
+            )
+        )
+    if str(OmegaConf.select(task, "server.token_ids", default="token_ids")) != "text" and not (
+        _drift(task)
+    ):
+        mutants.append(
+            wrapped(
+                "gen_lone_repeat_leak",
+                "lone_repeat_leak",
+                "WRONG",
+                "mismatch",
+                "a request alone in flight right after another lone one streams wrong ids"
+                " (state kept between two requests of one size)",
+            )
+        )
+    if str(OmegaConf.select(task, "server.token_ids", default="token_ids")) != "text" and not (
+        _drift(task)
+    ):
+        mutants.append(
+            wrapped(
+                "gen_lone_repeat_leak",
+                "lone_repeat_leak",
+                "WRONG",
+                "mismatch",
+                "a request alone in flight right after another lone one streams wrong ids"
+                " (state kept between two requests of one size)",
             )
         )
     if _drift(task):

@@ -15,6 +15,7 @@ finished request counted as still in flight and ``b1_slow`` never slowed a lone 
 import contextlib
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -33,7 +34,17 @@ MODE = CFG["mode"]
 HOST = os.environ.get("SWARMLAB_SERVER_HOST", "127.0.0.1")
 PORT = int(os.environ.get("SWARMLAB_SERVER_PORT", "8000"))
 INNER = PORT + 1
-STATE = {"first": True, "in_flight": 0, "cache": {}, "partner": None}
+STATE = {
+    "first": True,
+    "in_flight": 0,
+    "cache": {},
+    "partner": None,
+    "burst": False,  # has it served two requests at once yet
+    "last_alone": False,  # was the last request to arrive alone in flight
+    "bag": [],  # b1_random_slow: which of the next lone requests are slow
+}
+# Modes that slow a lone request by a factor of its own time, when their rule says so.
+LONE_SLOW = ("b1_slow_after_burst", "b1_slow_untimed", "b1_random_slow")
 LOCK = threading.Lock()
 SERIAL = threading.Lock()
 # Modes that cheat before the stream (or not at all in it): the body relayed as it comes.
@@ -205,6 +216,10 @@ class Proxy(BaseHTTPRequestHandler):
             first, STATE["first"] = STATE["first"], False
             STATE["in_flight"] += 1
             alone = STATE["in_flight"] == 1
+            STATE["burst"] = STATE["burst"] or not alone
+            self.repeat = alone and STATE["last_alone"]  # a lone request right after another
+            STATE["last_alone"] = alone
+            self.extra = self.lone_slowdown(body) if alone else 0
         try:
             if MODE == "slow_first" and first:
                 time.sleep(1.0)
@@ -217,6 +232,21 @@ class Proxy(BaseHTTPRequestHandler):
             with LOCK:
                 STATE["in_flight"] -= 1
         self.close_connection = True
+
+    def lone_slowdown(self, body):
+        """How many times its own time a lone request waits more (call under LOCK): after the
+        server has served a concurrent burst (a fresh server is as fast as ever); at every
+        ``max_tokens`` but the b1 block's; or 2 of every 5, drawn at random, 3x in all."""
+        if MODE == "b1_slow_after_burst":
+            return 1 if STATE["burst"] else 0
+        if MODE == "b1_slow_untimed":
+            return 0 if body.get("max_tokens") == CFG.get("timed_steps") else 1
+        if MODE == "b1_random_slow":
+            if not STATE["bag"]:
+                STATE["bag"] = [2, 2, 0, 0, 0]
+                random.shuffle(STATE["bag"])
+            return STATE["bag"].pop()
+        return 0
 
     def own_answer(self, body):
         """The modes that abuse HTTP itself, before any token: a head or a body trickled a
@@ -340,6 +370,8 @@ class Proxy(BaseHTTPRequestHandler):
                 if line.startswith(b"data: [DONE]") and MODE == "b1_slow" and alone:
                     # A lone request ends as late again as it took: twice as slow in all.
                     time.sleep(time.perf_counter() - start)
+                if line.startswith(b"data: [DONE]") and MODE in LONE_SLOW and self.extra:
+                    time.sleep(self.extra * (time.perf_counter() - start))
                 if line.startswith(b"data: [DONE]") and MODE == "fake_usage":
                     usage = {
                         "usage": {
@@ -353,7 +385,7 @@ class Proxy(BaseHTTPRequestHandler):
                     kept.append(extra)
                 if line.startswith(b"data: {"):
                     chunks += 1
-                    if MODE == "garbage":
+                    if MODE == "garbage" or (MODE == "lone_repeat_leak" and self.repeat):
                         line = garbage_chunk(line)
                     if MODE == "truncate" and chunks > half:
                         out.flush()

@@ -78,10 +78,10 @@ def _two_free_ports() -> int:
 class Proxied:
     """The app behind the proxy in ``mode``, both real subprocesses."""
 
-    def __init__(self, tree: Path, mode: str) -> None:
+    def __init__(self, tree: Path, mode: str, **extra: object) -> None:
         tree.mkdir(parents=True, exist_ok=True)
         (tree / "app.py").write_text(APP)
-        _add_wrapper(tree, folder="w", settings={"mode": mode, "serve": [
+        _add_wrapper(tree, folder="w", settings={"mode": mode, **extra, "serve": [
             "{python}", "-I", "-B", "app.py", "{port}"]})  # fmt: skip
         self.port = _two_free_ports()
         env = {"SWARMLAB_SERVER_HOST": "127.0.0.1", "SWARMLAB_SERVER_PORT": str(self.port)}
@@ -91,7 +91,10 @@ class Proxied:
         ready = {"op": "ready", "host": "127.0.0.1", "port": self.port, "path": "/v1/models"}
         assert handle({**ready, "timeout_s": 60})["ok"], "the proxied app never came up"
 
-    def run(self, timeout_s: float = 30.0) -> dict:
+    def run(self, timeout_s: float = 30.0, concurrency: int = 1) -> dict:
+        return self.runs(timeout_s, concurrency)[0]
+
+    def runs(self, timeout_s: float = 30.0, concurrency: int = 1) -> list[dict]:
         return handle(
             {
                 "op": "run",
@@ -99,11 +102,11 @@ class Proxied:
                 "port": self.port,
                 "path": "/v1/completions",
                 "model": "m",
-                "requests": [{"prompt": [47, 5], "max_tokens": len(IDS)}],
-                "concurrency": 1,
+                "requests": [{"prompt": [47, 5], "max_tokens": len(IDS)}] * concurrency,
+                "concurrency": concurrency,
                 "timeout_s": timeout_s,
             }
-        )["results"][0]
+        )["results"]
 
     def close(self) -> None:
         # The proxy and the app it started: one session, ended together.
@@ -115,8 +118,8 @@ class Proxied:
 def proxied(tmp_path: Path) -> Iterator:
     started: list[Proxied] = []
 
-    def start(mode: str) -> Proxied:
-        started.append(Proxied(tmp_path / mode, mode))
+    def start(mode: str, **extra: object) -> Proxied:
+        started.append(Proxied(tmp_path / mode, mode, **extra))
         return started[-1]
 
     yield start
@@ -160,3 +163,34 @@ def test_the_proxys_abuse_of_http_gets_the_judges_word(proxied, mode, kind):
     assert time.perf_counter() - start < 60, "the client held on long past its deadline"
     if mode == "status_leak":
         assert result["detail"] == "HTTP status 547"  # 500 + 47 % 100: private, never shown
+
+
+def test_lone_requests_slowed_only_after_a_burst_or_at_untimed_lengths(proxied):
+    """The B=1 families of issue 24: a fresh server's lone request is untouched (the old
+    measurement's only situation), one after a concurrent burst waits as long again; a lone
+    request at the b1 block's length is untouched, at any other it waits as long again."""
+    after = proxied("b1_slow_after_burst")
+    fresh = after.run()
+    assert fresh["ok"] and fresh["ids"] == IDS
+    burst = after.runs(concurrency=4)
+    assert all(r["ok"] and r["ids"] == IDS for r in burst), burst
+    for _ in range(2):
+        later = after.run()
+        assert later["ok"] and later["total_s"] >= 2 * UPSTREAM_WAIT_S, later
+    untimed = proxied("b1_slow_untimed", timed_steps=len(IDS) + 1)
+    result = untimed.run()
+    assert result["ok"] and result["ids"] == IDS and result["total_s"] >= 2 * UPSTREAM_WAIT_S
+
+
+def test_two_of_every_five_lone_requests_are_three_times_as_slow(proxied):
+    proxy = proxied("b1_random_slow")
+    slow = [proxy.run()["total_s"] >= 3 * UPSTREAM_WAIT_S for _ in range(5)]
+    assert sum(slow) >= 2  # a lower bound by sleeps: a slowed one can never come back sooner
+
+
+def test_a_lone_request_after_a_lone_one_leaks(proxied):
+    proxy = proxied("lone_repeat_leak")
+    first = proxy.run()
+    assert first["ok"] and first["ids"] == IDS
+    second = proxy.run()
+    assert second["ok"] and second["ids"] == [i + 1 for i in IDS]
