@@ -86,7 +86,7 @@ class Hog:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--runs", type=int, default=10, help="evaluations per candidate, per condition"
+        "--runs", type=int, default=3, help="rounds: each judges both candidates quiet and loaded"
     )
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--compare", type=Path, default=None, help="another checkout's judge")
