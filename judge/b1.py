@@ -3,10 +3,11 @@
 The spec bounds a lone request's time as the engine serves it, not the median request of a
 process that never served a batch. So the stage runs *units*: in the decode kind a fresh
 candidate process and a fresh baseline process, in the server kind the evaluation's two
-servers; each unit gives both sides the same traffic (one batch or concurrent burst of a batch
-size the task uses, placed among ``per_unit`` lone requests, never after the last), every lone
-request at a shape drawn across the ranges the task uses (:func:`lone_shapes`), candidate and
-baseline back to back on the same prompt, who goes first drawn by a coin.
+servers. Each unit gives both sides the same traffic: a batch of every size the task uses (or
+a concurrent burst), each right before a lone request of its own, among ``per_unit`` lone
+requests (:func:`unit_traffic`); every lone request at a shape drawn across the ranges the
+task uses (:func:`lone_shapes`), candidate and baseline back to back on the same prompt, who
+goes first drawn by a coin.
 
 The test (:func:`sign_flip_p`) sees the whole distribution: a unit's value is the mean of its
 paired log-ratios (tails included: 40% of requests 3x slower moves it by ~0.44 while the median
@@ -80,16 +81,22 @@ def draw_lone(task: Any, rng: np.random.Generator) -> tuple[list[int], int]:
     return list(prompt_len), int(rng.integers(lo, hi + 1))
 
 
-def unit_traffic(
-    rng: np.random.Generator, per_unit: int, sizes: Sequence[int], index: int
-) -> tuple[int, int]:
-    """(the batch size of unit ``index``'s batch, the lone request it comes before): the
-    largest size in every other unit (a lone request padded to it costs the most), another
-    drawn otherwise; never after the last lone request, so each unit meets a lone request
-    after a batch, and most meet one before it too."""
-    batched = sorted(s for s in sizes if s > 1) or [1]
-    size = batched[-1] if index % 2 == 0 else batched[int(rng.integers(len(batched)))]
-    return size, int(rng.integers(per_unit))
+def unit_traffic(rng: np.random.Generator, per_unit: int, sizes: Sequence[int]) -> dict[int, int]:
+    """Unit traffic: {lone request index: the batch size served right before it}. Every batch
+    size the task uses (up to ``per_unit`` of them, the largest always) is served once in every
+    unit, each right before a lone request of its own, at places drawn per unit; so each unit
+    meets a lone request after each size (padding to any one size slows every unit, not a
+    fraction of them the test cannot convict on) and, when a place is left over, one before
+    any batch."""
+    batched = sorted({s for s in sizes if s > 1})
+    if not batched:
+        return {}
+    if len(batched) > per_unit:
+        others = rng.permutation(batched[:-1])[: per_unit - 1]
+        batched = [*others.tolist(), batched[-1]]
+    places = rng.permutation(per_unit)[: len(batched)]
+    order = rng.permutation(len(batched))
+    return {int(places[k]): int(batched[int(order[k])]) for k in range(len(batched))}
 
 
 def unit_value(pairs: Sequence[tuple[float, float]]) -> float:

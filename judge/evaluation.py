@@ -963,7 +963,7 @@ class _Run:
         def unit(i: int) -> list[tuple[float, float]]:
             assert self.cand is not None
             rng = np.random.default_rng(derive_seed(self.eval_seed, f"b1:{i}"))
-            size, batch_at = unit_traffic(rng, plan.per_unit, sizes, i)
+            before = unit_traffic(rng, plan.per_unit, sizes)
             pairs: list[tuple[float, float]] = []
             # A fresh candidate and a fresh baseline process per unit: on a loaded machine one
             # process runs a few to ~10% faster or slower than an identical one for its whole
@@ -979,9 +979,14 @@ class _Run:
                 )
                 for j in range(plan.per_unit):
                     where = f"single-sequence process {i + 1}"
-                    if j == batch_at:
+                    if j in before:
+                        size = before[j]
                         name = self.draw(
-                            f"b1:{i}:batch", size, alt.prompt_len, alt.new_tokens, f"alt:{size}:0"
+                            f"b1:{i}:batch:{j}",
+                            size,
+                            alt.prompt_len,
+                            alt.new_tokens,
+                            f"alt:{size}:0",
                         )
                         self.pair(engine, name, f"B={size} run in {where}", bool(rng.integers(2)))
                     prompt_len, steps = draw_lone(self.task, rng)

@@ -27,6 +27,7 @@ from omegaconf import DictConfig
 
 from judge.integrity import in_zone
 from judge.mutant import Mutant, frozen_zone_mutants
+from judge.private import batch_sizes
 
 if TYPE_CHECKING:
     pass
@@ -196,6 +197,16 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "once it has served a batch, every lone request is padded to that batch's size"
             " (a natural B=16 optimisation): as fast as ever in a fresh process",
             b1_margin=b1_margin,
+        ),
+        wrapped(
+            "gen_b1_pad_after_small_batch",
+            "pad_after_small_batch",
+            "WRONG",
+            "b1_regression",
+            "a lone request after a batch smaller than the largest is padded to the largest"
+            " (red team: one batch size per unit never convicted it)",
+            b1_margin=b1_margin,
+            largest=max(batch_sizes(task)),
         ),
         wrapped(
             "gen_b1_slow_untimed",

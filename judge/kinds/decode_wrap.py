@@ -87,6 +87,9 @@ def main():
             repeat = batch == 1 and last_batch == 1  # two lone requests in a row
             biggest = max(biggest, batch)
             padded = served_batch if MODE == "pad_after_batch" and batch == 1 else 0
+            largest = int(CFG.get("largest", 0))
+            if MODE == "pad_after_small_batch" and batch == 1 and 1 < served_batch < largest:
+                padded = largest  # only after a batch smaller than the largest: to the largest
             if padded > 1:  # every lone request padded to the last batch's size
                 request = dict(request, prompts=prompts * padded)
             short = not timed_lens[0] <= min(map(len, prompts), default=0) <= timed_lens[1]

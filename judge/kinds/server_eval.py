@@ -938,7 +938,7 @@ class _ServerRun:
 
         def unit(i: int) -> list[tuple[float, float]]:
             rng = np.random.default_rng(derive_seed(self.eval_seed, f"b1:{i}"))
-            _, burst_at = unit_traffic(rng, plan.per_unit, [level], i)
+            [burst_at] = unit_traffic(rng, plan.per_unit, [level]) or {0: level}
             pairs: list[tuple[float, float]] = []
             for j in range(plan.per_unit):
                 if j == burst_at:

@@ -141,9 +141,13 @@ def test_lone_shapes_span_the_ranges_the_task_uses() -> None:
     assert (lo, hi) == (48, 64)
 
 
-def test_every_unit_meets_a_lone_request_after_a_batch_and_the_largest_every_other_unit() -> None:
+def test_every_unit_meets_a_lone_request_right_after_each_batch_size() -> None:
+    """Padding after one size only (B=2, say) must slow every unit, not some: the test cannot
+    convict on a fraction of units (red team: padding after B=2 or B=4 only passed)."""
     rng = np.random.default_rng(0)
-    draws = [unit_traffic(rng, 3, [1, 2, 4, 16], i) for i in range(40)]
-    assert all(size > 1 and 0 <= at < 3 for size, at in draws)
-    assert all(size == 16 for size, _ in draws[::2])
-    assert {at for _, at in draws} == {0, 1, 2}
+    draws = [unit_traffic(rng, 4, [1, 2, 4, 16]) for _ in range(40)]
+    assert all(sorted(d.values()) == [2, 4, 16] for d in draws)
+    assert all(0 <= at < 4 for d in draws for at in d)
+    assert {frozenset(d) for d in draws} >= {frozenset({1, 2, 3}), frozenset({0, 1, 2})}
+    many = unit_traffic(rng, 2, [1, 2, 3, 5, 8])
+    assert len(many) == 2 and 8 in many.values()

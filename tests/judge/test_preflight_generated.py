@@ -182,6 +182,7 @@ def test_the_wrapper_cheats_behind_the_protocol(task: Path) -> None:
     # The slow ones answer right: only the judge's clock can tell them.
     for mode, extra in (
         ("pad_after_batch", {}),
+        ("pad_after_small_batch", {"largest": 8}),
         ("b1_random_slow", {}),
         ("b1_slow_untimed", {"timed_steps": 12, "timed_prompt_len": [1, 4]}),
     ):
