@@ -63,7 +63,7 @@ class B1Config:
     """
 
     pairs: int = 12
-    max_pairs: int = 56
+    max_pairs: int = 64
     per_process: int = 4
     new_tokens: int = 64
     prompt_len: list[int] = field(default_factory=lambda: [8, 24])

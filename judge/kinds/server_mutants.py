@@ -125,8 +125,9 @@ def generated(cfg: DictConfig) -> list[Mutant]:
         max_x: float | None = None,
         b1_margin: float | None = None,
         detail_excludes: list[str] | None = None,
+        **extra: object,
     ) -> Mutant:
-        settings = {"mode": mode, "serve": list(task.serve)}
+        settings = {"mode": mode, "serve": list(task.serve), **extra}
         return Mutant(
             name=name,
             patch=None,
