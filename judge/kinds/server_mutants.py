@@ -308,19 +308,6 @@ def generated(cfg: DictConfig) -> list[Mutant]:
                 " (state kept between two requests of one size)",
             )
         )
-    if str(OmegaConf.select(task, "server.token_ids", default="token_ids")) != "text" and not (
-        _drift(task)
-    ):
-        mutants.append(
-            wrapped(
-                "gen_lone_repeat_leak",
-                "lone_repeat_leak",
-                "WRONG",
-                "mismatch",
-                "a request alone in flight right after another lone one streams wrong ids"
-                " (state kept between two requests of one size)",
-            )
-        )
     if _drift(task):
         mutants += [
             wrapped(
