@@ -242,3 +242,17 @@ def test_new_task_outside_the_project_passes_preflight_and_scores_a_faster_candi
     # Others may change the shared tree meanwhile: only what this test could have written counts.
     new = set(status_after.splitlines()) - set(status_before.splitlines())
     assert not [line for line in new if "results" in line or "toy" in line], new
+
+
+@pytest.mark.parametrize("task", ["decode_cpu", "decode_c", "serve_cpu"])
+def test_every_bundled_catalogue_names_each_mutant_once_with_issue_24s_families(task: str) -> None:
+    from judge import compose_judge_config
+
+    names = [m.name for m in catalogue(compose_judge_config([f"task={task}"]))]
+    assert len(names) == len(set(names))
+    families = {"gen_b1_slow_untimed", "gen_b1_random_slow", "gen_lone_repeat_leak"}
+    if task == "serve_cpu":
+        families |= {"gen_b1_slow_after_burst", "gen_odd_chunks", "gen_status_leak"}
+    else:
+        families |= {"gen_b1_pad_after_batch", "gen_b1_pad_after_small_batch"}
+    assert families <= set(names)
