@@ -179,20 +179,25 @@ def test_a_worker_killed_mid_evaluation_loses_nothing_and_counts_nothing_twice(
     assert leftovers == []
 
 
-def test_stale_state_is_caught_only_by_the_alternating_check(cfg, home, mutant_repo):
+def test_stale_state_is_caught_by_the_alternating_check_and_else_by_the_b1_units(
+    cfg, home, mutant_repo
+):
+    """State a B=1 request inherits from the batch before it: the transition walk catches it
+    first; with the walk off, the B=1 units (a lone request right after a batch in the same
+    process, tokens checked) still do. Before them it passed every other check."""
     repo, shas = mutant_repo
     without = compose_judge_config([*_as_overrides(cfg), "task.alternating.rounds=0"])
     queue = JudgeQueue(home.queue_path)
     with_check = queue.enqueue(arm="t", agent="w", repo=str(repo), commit=shas["stale_state"])
     [caught] = run_until_done(cfg, home, [with_check])
     assert (caught.verdict, caught.reason) == (Verdict.WRONG, "alternating")
-    # The same candidate with the alternating check switched off passes every other check.
     home_without = setup(without)
     job = JudgeQueue(home_without.queue_path).enqueue(
         arm="t", agent="w", repo=str(repo), commit=shas["stale_state"]
     )
-    [missed] = run_until_done(without, home_without, [job])
-    assert missed.verdict is Verdict.PASS, missed.detail
+    [units] = run_until_done(without, home_without, [job])
+    assert (units.verdict, units.reason) == (Verdict.WRONG, "mismatch"), units.detail
+    assert "single-sequence process" in units.detail
 
 
 def test_a_hanging_candidate_is_wrong_timeout_after_its_retry(cfg, home, tmp_path):
