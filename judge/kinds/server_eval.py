@@ -909,6 +909,21 @@ class _ServerRun:
     def draw(self, name: str, batch: int, prompt_len: Any, new_tokens: int) -> InputSet:
         return draw_set(self.task, self.eval_seed, f"fresh:{name}", batch, prompt_len, new_tokens)
 
+    def pair(
+        self, s: InputSet, concurrency: int, context: str, cand_first: bool
+    ) -> tuple[RunResult, RunResult]:
+        """Candidate and baseline on the same set, back to back in the order given, the
+        candidate's reply checked against the baseline's (:meth:`check_fresh`)."""
+        assert self.cand is not None
+        if cand_first:
+            cand = self.load(self.cand, s, concurrency, context)
+            base = self.base_load(s, concurrency, context)
+        else:
+            base = self.base_load(s, concurrency, context)
+            cand = self.load(self.cand, s, concurrency, context)
+        self.check_fresh(s, cand, base, concurrency, context)
+        return cand, base
+
     def b1_pairs(self) -> None:
         """Single-stream speed where traffic meets it (:mod:`judge.b1`): units of
         ``per_process`` lone requests with one concurrent burst placed among them (never after
@@ -925,17 +940,6 @@ class _ServerRun:
         alt = self.task.alternating
         ttft: list[float] = []
 
-        def both(s: InputSet, concurrency: int, context: str, cand_first: bool):
-            assert self.cand is not None
-            if cand_first:
-                cand = self.load(self.cand, s, concurrency, context)
-                base = self.base_load(s, concurrency, context)
-            else:
-                base = self.base_load(s, concurrency, context)
-                cand = self.load(self.cand, s, concurrency, context)
-            self.check_fresh(s, cand, base, concurrency, context)
-            return cand, base
-
         def unit(i: int) -> list[tuple[float, float]]:
             rng = np.random.default_rng(derive_seed(self.eval_seed, f"b1:{i}"))
             [burst_at] = unit_traffic(rng, plan.per_unit, [level]) or {0: level}
@@ -943,11 +947,11 @@ class _ServerRun:
             for j in range(plan.per_unit):
                 if j == burst_at:
                     s = self.draw(f"b1:{i}:burst", level, alt.prompt_len, int(alt.new_tokens))
-                    both(s, level, f"burst of {level} in single-stream unit {i + 1}", True)
+                    self.pair(s, level, f"burst of {level} in single-stream unit {i + 1}", True)
                 prompt_len, steps = draw_lone(self.task, rng)
                 s = self.draw(f"b1:{i}:{j}", 1, prompt_len, steps)
                 context = f"single-stream run {j + 1} of unit {i + 1}"
-                cand, base = both(s, 1, context, bool(rng.integers(2)))
+                cand, base = self.pair(s, 1, context, bool(rng.integers(2)))
                 pairs.append((cand.total_s[0], base.total_s[0]))
                 ttft.append(cand.ttft_s[0] / base.ttft_s[0] if base.ttft_s[0] > 0 else 1.0)
             return pairs
@@ -981,13 +985,7 @@ class _ServerRun:
             for i in range(int(timing.runs)):
                 s = self.draw(f"timing:{level}:{i}", level, timing.prompt_len, timing.new_tokens)
                 context = f"timing run {i + 1} at concurrency {level}"
-                if i % 2 == 0:
-                    cand = self.load(self.cand, s, level, context)
-                    base = self.base_load(s, level, context)
-                else:
-                    base = self.base_load(s, level, context)
-                    cand = self.load(self.cand, s, level, context)
-                self.check_fresh(s, cand, base, level, context)
+                cand, base = self.pair(s, level, context, cand_first=i % 2 == 0)
                 if self.text_mode:
                     # Its text is the baseline's (just checked), so are its tokens: a server
                     # that splits the same text into more chunks does not produce more.
