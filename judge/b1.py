@@ -17,11 +17,13 @@ sharing two processes share that offset and are not independent. For unmodified 
 candidate and baseline of a unit are exchangeable (same code, same history, order by coin), so
 a unit's value is symmetric about zero whatever the offsets and the noise's tails, and flipping
 whole units gives an exact one-sided level. More units are run while the estimate is over the
-limit (:class:`B1Plan`); a conviction rests on every unit, tested once.
+limit (:class:`B1Plan`); the test may convict at a few fixed looks, each at its share of the
+level, on every unit run so far.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -40,30 +42,43 @@ def units_for_alpha(alpha: float) -> int:
     return max(1, math.ceil(math.log2(1.0 / alpha)))
 
 
+# Conviction looks: at ``m``, ``2 m`` and ``3 m`` units, each tested at ``alpha / LOOKS`` (a
+# union bound over fixed looks, so the level holds whatever made the run go on). A slowdown in a
+# fraction of requests varies a lot from unit to unit: 40% of requests 3x slower (a geometric
+# 1.55x) against a 1.3x limit was convicted in 16 units only about half the time, in ~30 units
+# (mean) by this plan nearly always; a uniform 2x is convicted at the first look as before.
+LOOKS = 3
+
+
 @dataclass(frozen=True)
 class B1Plan:
-    """How many units, and how many lone pairs in each.
+    """How many units, how many lone pairs in each, and where the test may convict.
 
-    ``task.b1.pairs`` and ``max_pairs`` count lone pairs, as they always did; they are spread
-    over units of ``per_unit`` (``task.b1.per_process``). The most units is never fewer than
-    the test needs to reach ``alpha`` with six units to spare: a plan that could never convict
+    ``task.b1.pairs`` and ``max_pairs`` count lone pairs, spread over units of ``per_unit``
+    (``task.b1.per_process``): ``pairs`` are run first, ``max_pairs`` by the first look. The
+    first look is never before the test can reach its level with four units to spare
+    (``units_for_alpha(alpha / LOOKS) + 4``, 16 at 0.001): a plan that could never convict
     would pass every regression, and each unit that happens to show nothing (a random 40% of
     requests 3x slower leaves one unit of four pairs untouched 13% of the time; a loaded
     machine's tails pull one under the limit now and then) doubles the least p-value the
     others can give. With 14 units at 0.001 a B=1 twice as slow went unconvicted once under a
-    load average of 6 (p 0.00116).
+    load average of 6 (p 0.00116). The later looks come at two and three times the first.
     """
 
     per_unit: int
     first_units: int
-    max_units: int
+    looks: tuple[int, ...]
+
+    @property
+    def max_units(self) -> int:
+        return self.looks[-1]
 
     @classmethod
     def of(cls, b1: Any, alpha: float) -> B1Plan:
         per = max(1, int(getattr(b1, "per_process", 4)))
         first = max(2, math.ceil(int(b1.pairs) / per))
-        most = max(first, math.ceil(int(b1.max_pairs) / per), units_for_alpha(alpha) + 6)
-        return cls(per, first, most)
+        look = max(first, math.ceil(int(b1.max_pairs) / per), units_for_alpha(alpha / LOOKS) + 4)
+        return cls(per, first, tuple(look * k for k in range(1, LOOKS + 1)))
 
 
 def lone_shapes(task: Any) -> tuple[list[tuple[int, int]], tuple[int, int]]:
@@ -106,6 +121,14 @@ def unit_value(pairs: Sequence[tuple[float, float]]) -> float:
     return float(np.mean([math.log(c / b) for c, b in pairs]))
 
 
+@functools.lru_cache(maxsize=2)
+def _sampled_signs(n: int) -> np.ndarray:
+    """The sampled sign patterns for ``n`` units, drawn from a fixed seed (the same data always
+    get the same p-value) and kept: :func:`lower_bound` asks for the same ``n`` ~40 times."""
+    rng = np.random.default_rng(0)
+    return rng.choice((1.0, -1.0), size=(SAMPLED_FLIPS, n))
+
+
 def sign_flip_p(values: Sequence[float], centre: float) -> float:
     """One-sided p-value of "the units' values are symmetric about ``centre`` or less" against
     "their mean is over ``centre``": the share of sign patterns (each unit's deviation from
@@ -121,8 +144,7 @@ def sign_flip_p(values: Sequence[float], centre: float) -> float:
     if n <= EXACT_UNITS:
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
         return float(np.mean(signs @ d >= observed - tol))
-    rng = np.random.default_rng(0)  # fixed: the same data always get the same p-value
-    signs = rng.choice((1.0, -1.0), size=(SAMPLED_FLIPS, n))
+    signs = _sampled_signs(n)
     hits = int(np.sum(signs @ d >= observed - tol))
     return (hits + 1) / (SAMPLED_FLIPS + 1)
 
@@ -143,12 +165,19 @@ def lower_bound(values: Sequence[float], alpha: float) -> float:
 
 @dataclass
 class B1Result:
-    """What the stage found: the units' values, each lone pair's ratio, and the decision."""
+    """What the stage found: the units' values, each lone pair's ratio, and the decision.
+
+    ``level`` is the test's level at each look (``alpha`` split over the looks); ``looked``
+    says whether the last unit run completed a look (only then may the test convict)."""
 
     limit: float
     alpha: float
+    level: float = 0.0
     units: list[list[tuple[float, float]]] = field(default_factory=list)
-    complete: bool = False
+    looked: bool = False
+
+    def __post_init__(self) -> None:
+        self.level = self.level or self.alpha
 
     @property
     def values(self) -> list[float]:
@@ -173,17 +202,18 @@ class B1Result:
 
     @property
     def proven(self) -> bool:
-        return self.complete and self.p <= self.alpha
+        return self.looked and self.p <= self.level
 
     def metrics(self) -> dict[str, Any]:
         ratios = self.ratios
-        lower = math.exp(lower_bound(self.values, self.alpha))
+        lower = math.exp(lower_bound(self.values, self.level))
         q = np.quantile(ratios, [0.25, 0.5, 0.75, 0.9])
         return {
             "b1_ratio": round(self.ratio, 4),
             "b1_p": round(self.p, 6),
+            "b1_level": round(self.level, 6),
             "b1_lower": round(lower, 4),
-            # How far below the estimate the judge's (1 - alpha) bound sits: the smallest
+            # How far below the estimate the judge's (1 - level) bound sits: the smallest
             # excess over the limit this evaluation could have convicted.
             "b1_resolution": round(self.ratio - lower, 4),
             "b1_ratio_median": round(float(q[1]), 4),
@@ -198,22 +228,16 @@ class B1Result:
 
     def detail(self, what: str) -> str:
         """The WRONG's detail: judge-made numbers about the candidate's own times only."""
-        lower = math.exp(lower_bound(self.values, self.alpha))
+        lower = math.exp(lower_bound(self.values, self.level))
+        split = "" if self.level == self.alpha else f" ({self.alpha:g} split over the looks)"
         return (
             f"{what} are {100 * (self.ratio - 1):.1f}% slower than the baseline's (geometric mean"
             f" of {len(self.ratios)} interleaved pairs in {len(self.units)} process pairs, each"
             f" after the same batch traffic, at varied prompt and output lengths), over the"
             f" {100 * (self.limit - 1):.0f}% limit: one-sided sign-flip test over the process"
-            f" pairs, p = {self.p:.2g} <= {self.alpha:g}; a {100 * (1 - self.alpha):g}% lower"
-            f" bound of the slowdown is {100 * (lower - 1):.1f}%"
+            f" pairs, p = {self.p:.2g} <= {self.level:.2g}{split}; a"
+            f" {100 * (1 - self.level):g}% lower bound of the slowdown is {100 * (lower - 1):.1f}%"
         )
-
-
-# More units are run only while the estimate is over the limit AND the evidence so far is at
-# least this strong (one-sided p against the limit): with three units, all three over it give
-# 0.125, two of three 0.25. Honest code a little over the limit by chance stops here with a
-# PASS (flagged b1_unresolved) instead of paying for every unit; stopping only ever passes.
-CONTINUE_P = 0.25
 
 
 def run_b1(
@@ -224,16 +248,24 @@ def run_b1(
     run_unit: Callable[[int], list[tuple[float, float]]],
 ) -> B1Result:
     """Units while the answer is unclear: ``plan.first_units``, then as many again while the
-    estimate is over ``limit`` with p at most :data:`CONTINUE_P`, up to ``plan.max_units``.
-    ``run_unit(i)`` runs unit ``i`` and returns its lone pairs' (candidate, baseline) seconds.
-    Stopping early only ever passes, and the test is run once, on every unit (``complete``),
-    so early looks cost no level."""
-    result = B1Result(limit, alpha)
+    estimate is over ``limit``, up to each of ``plan.looks`` in turn, where the test may convict
+    at ``alpha / len(plan.looks)``. (An earlier rule also stopped once the one-sided p against
+    the limit passed 0.25: a random 40% of requests 3x slower stopped after its first three
+    units one time in three, a unit with no slow request in it being enough. Any estimate over
+    the limit has p <= 0.5, so "p <= 0.5" is this rule.) Honest code over the limit by chance
+    pays for more units and passes, flagged ``b1_unresolved``. Without ``confirm``
+    the first units are the one look, at ``alpha``. ``run_unit(i)`` runs unit ``i`` and
+    returns its lone pairs' (candidate, baseline) seconds. Stopping early only ever passes."""
+    looks = plan.looks if confirm else (plan.first_units,)
+    result = B1Result(limit, alpha, level=alpha / len(looks))
     target = plan.first_units
     while True:
         for i in range(len(result.units), target):
             result.units.append(run_unit(i))
-        result.complete = len(result.units) >= plan.max_units or not confirm
-        if not result.suspicious or result.complete or result.p > CONTINUE_P:
+        n = len(result.units)
+        result.looked = n in looks
+        if result.proven or n >= looks[-1]:
             return result
-        target = min(plan.max_units, target + plan.first_units)
+        if not result.suspicious:
+            return result
+        target = min(next(look for look in looks if look > n), n + plan.first_units)
