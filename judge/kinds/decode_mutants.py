@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from judge.integrity import in_zone
-from judge.mutant import Mutant, frozen_zone_mutants
+from judge.mutant import RANDOM_SLOW_FACTOR, Mutant, frozen_zone_mutants, random_slow_margin
 from judge.private import batch_sizes
 
 if TYPE_CHECKING:
@@ -224,9 +224,10 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "b1_random_slow",
             "WRONG",
             "b1_regression",
-            "2 of every 5 lone requests, drawn at random, three times as slow"
+            f"2 of every 5 lone requests, drawn at random, {RANDOM_SLOW_FACTOR:g} times as slow"
             " (the median untouched)",
-            b1_margin=b1_margin,
+            b1_margin=random_slow_margin(float(task.spec.b1_max_regression)),
+            slow_factor=RANDOM_SLOW_FACTOR,
         ),
         wrapped(
             "gen_lone_repeat_leak",

@@ -154,8 +154,9 @@ def main():
         if MODE == "b1_slow" and batch == 1 and op in ("prefill", "decode"):
             time.sleep(time.perf_counter() - start)  # every B=1 request twice as slow
         if slow and batch == 1 and op in ("prefill", "decode"):
-            # 3x for a random 40% of lone requests; 2x at every shape but the old timed one.
-            time.sleep((2 if MODE == "b1_random_slow" else 1) * (time.perf_counter() - start))
+            # slow_factor x for a random 40% of lone requests; 2x at every shape but the timed one.
+            factor = float(CFG.get("slow_factor", 3.0)) if MODE == "b1_random_slow" else 2.0
+            time.sleep((factor - 1) * (time.perf_counter() - start))
         if op == "reset":
             batch = 0
         sys.stdout.write(json.dumps(reply) + "\n")

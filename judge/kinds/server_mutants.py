@@ -70,7 +70,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from judge.kinds.decode_mutants import _wrap_dir
 from judge.kinds.server_sidecar import LOADGEN, h11_package
-from judge.mutant import Mutant, frozen_zone_mutants
+from judge.mutant import RANDOM_SLOW_FACTOR, Mutant, frozen_zone_mutants, random_slow_margin
 
 WRAPPER = Path(__file__).with_name("server_wrap.py")
 CHECK_REASONS = ("mismatch", "protocol", "timeout", "crash", "b1_regression")
@@ -233,8 +233,10 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "b1_random_slow",
             "WRONG",
             "b1_regression",
-            "2 of every 5 lone requests, drawn at random, three times as slow",
-            b1_margin=b1_margin,
+            f"2 of every 5 lone requests, drawn at random, {RANDOM_SLOW_FACTOR:g} times as slow"
+            " (the median untouched)",
+            b1_margin=random_slow_margin(float(task.spec.b1_max_regression)),
+            slow_factor=RANDOM_SLOW_FACTOR,
         ),
         wrapped(
             "gen_network",

@@ -236,14 +236,16 @@ class Proxy(BaseHTTPRequestHandler):
     def lone_slowdown(self, body):
         """How many times its own time a lone request waits more (call under LOCK): after the
         server has served a concurrent burst (a fresh server is as fast as ever); at every
-        ``max_tokens`` but the b1 block's; or 2 of every 5, drawn at random, 3x in all."""
+        ``max_tokens`` but the b1 block's; or 2 of every 5, drawn at random, ``slow_factor``
+        times in all."""
         if MODE == "b1_slow_after_burst":
             return 1 if STATE["burst"] else 0
         if MODE == "b1_slow_untimed":
             return 0 if body.get("max_tokens") == CFG.get("timed_steps") else 1
         if MODE == "b1_random_slow":
             if not STATE["bag"]:
-                STATE["bag"] = [2, 2, 0, 0, 0]
+                slow = float(CFG.get("slow_factor", 3.0)) - 1
+                STATE["bag"] = [slow, slow, 0, 0, 0]
                 random.shuffle(STATE["bag"])
             return STATE["bag"].pop()
         return 0
