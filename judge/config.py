@@ -81,10 +81,12 @@ class JudgeConfig:
     # same server) also exceeds a limit made from the baseline's time on that request measured
     # then (else ERROR, re-queued).
     confirm_timing_failures: bool = True
-    # B=1 regression is charged only when an exact one-sided sign test over the B=1 pairs
-    # rejects "median ratio <= 1 + the spec's limit" at this level: innocent code is convicted
-    # with probability below b1_alpha whatever the machine's noise. On a noisy machine small
-    # regressions then go unresolved (flagged b1_unresolved) rather than convicting.
+    # B=1 regression is charged only when a one-sided sign-flip test over whole units (judge.b1)
+    # rejects "geometric mean ratio <= 1 + the spec's limit" at one of its looks, each at an
+    # equal share of this level: innocent code is convicted with probability below b1_alpha
+    # whatever the machine's noise. On a noisy machine small regressions then go unresolved
+    # (flagged b1_unresolved) rather than convicting. With confirm_timing_failures off the B=1
+    # stage has one look at its first units, too few to ever convict (known; see issue 24 note).
     b1_alpha: float = 0.001
     # Preflight, for mutants whose verdict needs a finer B=1 resolution than this machine gives:
     # "warn" reports them as UNRESOLVED and still exits 0; "fail" counts them as mismatches.
