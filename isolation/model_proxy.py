@@ -263,6 +263,7 @@ class ModelProxy:
     fair_use: FairUse | None = None
     spending: Spending | None = None
     on_budget: Callable[[str, str, str], None] | None = None
+    # In the order the calls finished, not started: a seat's next call can end first.
     calls: deque[ModelCall] = field(default_factory=lambda: deque(maxlen=CALLS_KEPT))
     call_count: int = 0
     record_errors: list[str] = field(default_factory=list)

@@ -253,10 +253,11 @@ def run_b1(
     the limit passed 0.25: a random 40% of requests 3x slower stopped after its first three
     units one time in three, a unit with no slow request in it being enough. Any estimate over
     the limit has p <= 0.5, so "p <= 0.5" is this rule.) Honest code over the limit by chance
-    pays for more units and passes, flagged ``b1_unresolved``. Without ``confirm``
-    the first units are the one look, at ``alpha``. ``run_unit(i)`` runs unit ``i`` and
+    pays for more units and passes, flagged ``b1_unresolved``. Without ``confirm`` the first
+    look is the only one, at ``alpha`` (it was once the first units alone: three units can
+    never reach 0.001, so nothing was ever convicted). ``run_unit(i)`` runs unit ``i`` and
     returns its lone pairs' (candidate, baseline) seconds. Stopping early only ever passes."""
-    looks = plan.looks if confirm else (plan.first_units,)
+    looks = plan.looks if confirm else plan.looks[:1]
     result = B1Result(limit, alpha, level=alpha / len(looks))
     target = plan.first_units
     while True:

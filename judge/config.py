@@ -86,7 +86,7 @@ class JudgeConfig:
     # equal share of this level: innocent code is convicted with probability below b1_alpha
     # whatever the machine's noise. On a noisy machine small regressions then go unresolved
     # (flagged b1_unresolved) rather than convicting. With confirm_timing_failures off the B=1
-    # stage has one look at its first units, too few to ever convict (known; see issue 24 note).
+    # stage has one look (the first of the three) at the whole of this level.
     b1_alpha: float = 0.001
     # Preflight, for mutants whose verdict needs a finer B=1 resolution than this machine gives:
     # "warn" reports them as UNRESOLVED and still exits 0; "fail" counts them as mismatches.

@@ -142,6 +142,19 @@ def test_the_sequential_plan_stops_a_clear_pass_early_and_convicts_at_the_first_
     assert slow.metrics()["b1_units"] == 12 and slow.metrics()["b1_pairs"] == 36
 
 
+def test_without_confirmation_a_clear_regression_is_still_convicted_at_the_first_look() -> None:
+    """confirm_timing_failures off gives one look, at the whole level: the first look's units,
+    never the first units alone (three units cannot reach 0.001: nothing was ever convicted)."""
+    plan = B1Plan(per_unit=3, first_units=3, looks=(12, 24, 36))
+    slow = run_b1(plan, 1.02, 0.001, False, lambda i: [(2.0 + 0.01 * i, 1.0)] * 3)
+    assert slow.proven and len(slow.units) == 12 and slow.level == pytest.approx(0.001)
+    fast = run_b1(plan, 1.02, 0.001, False, lambda i: [(0.9, 1.0)] * 3)
+    assert len(fast.units) == 3 and not fast.proven
+    # Over the limit but not provably so: no later look without confirmation.
+    noisy = run_b1(plan, 1.02, 0.001, False, lambda i: [(1.5 if i % 2 else 0.9, 1.0)] * 3)
+    assert len(noisy.units) == 12 and not noisy.proven and noisy.suspicious
+
+
 def random_slow_unit(rng: np.random.Generator, per: int, noise: float):
     """A unit of a candidate that makes 2 of every 5 lone requests 3x slower (drawn from a bag,
     as the generated mutant does), under log-normal noise."""
