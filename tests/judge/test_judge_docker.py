@@ -70,22 +70,22 @@ def test_preflight_scores_every_mutant_as_expected(overrides, cfg, home):
         assert "UNRESOLVED" in result.stdout and record["b1_resolution"] > 0.01
 
 
-def test_the_same_candidate_gets_the_same_verdict_five_times(cfg, home, mutant_repo):
+def test_the_same_candidate_gets_the_same_verdict_three_times(cfg, home, mutant_repo):
     """The unmodified baseline, judged again and again by one worker (its warm baseline
-    container reused between evaluations): PASS each time. Five, not ten: the false-conviction
+    container reused between evaluations): PASS each time. Three, not ten: the false-conviction
     rate this could see is bounded by the B=1 rule's design (test_b1_rule.py), and the demo and
-    every runner test judge the baseline again; half the judge time (~2-3 min) for CI."""
+    every runner test judge the baseline again; CI's time goes to what only runs here."""
     repo, shas = mutant_repo
     queue = JudgeQueue(home.queue_path)
     jobs = [
-        # rejudge: five real evaluations (a test of the judge's determinism), never duplicates.
+        # rejudge: real evaluations (a test of the judge's determinism), never duplicates.
         queue.enqueue(
             arm="repeat", agent="w", repo=str(repo), commit=shas["baseline"], rejudge=True
         )
-        for _ in range(5)
+        for _ in range(3)
     ]
     evaluations = run_until_done(cfg, home, jobs)
-    assert [(e.verdict, e.reason) for e in evaluations] == [(Verdict.PASS, "")] * 5, [
+    assert [(e.verdict, e.reason) for e in evaluations] == [(Verdict.PASS, "")] * 3, [
         e.detail for e in evaluations
     ]
     assert all(e.duplicate_of is None and e.stages.get("total", 0) > 0 for e in evaluations)
