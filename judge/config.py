@@ -20,7 +20,8 @@ class SandboxConfig:
     ``mount_host_python: false``.
     """
 
-    image: str = "swarmlab-base:1"
+    # The offline base image (isolation/images.py), its tag overridable by SWARMLAB_BASE_IMAGE.
+    image: str = "${oc.env:SWARMLAB_BASE_IMAGE,swarmlab-base:1}"
     python: str = "auto"
     mount_host_python: bool = True
     # "auto": the last CPU of the machine; agents get the others.

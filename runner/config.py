@@ -47,7 +47,8 @@ class AgentConfig:
     # argv run in the agent's container; {python} {role} {direction} {seed} {deadline} {agent}
     # are filled in per seat.
     command: list[str] = field(default_factory=list)
-    image: str = "swarmlab-base:1"
+    # The offline base image (isolation/images.py), its tag overridable by SWARMLAB_BASE_IMAGE.
+    image: str = "${oc.env:SWARMLAB_BASE_IMAGE,swarmlab-base:1}"
     network: str = "none"
     # A vendor's CLI from agents.clients (claude_code, codex, gemini) in every seat, with the seat's
     # rendered prompt from arms.prompts; null: ``command`` (the scripted agent).
