@@ -56,7 +56,7 @@ def section(markdown: Path, heading: str) -> list[str]:
         (
             i
             for i in range(start, len(lines))
-            if re.match(r"^#{1,%d} " % len(level), lines[i]) and not _in_fence(lines, i)
+            if re.match(rf"^#{{1,{len(level)}}} ", lines[i]) and not _in_fence(lines, i)
         ),
         len(lines),
     )
@@ -133,8 +133,8 @@ def replace_method(source: str, name: str, method: str) -> str:
         ),
         len(lines),
     )
-    return "".join(lines[:start]) + method + ("\n" if end < len(lines) else "") + "".join(
-        lines[end:]
+    return (
+        "".join(lines[:start]) + method + ("\n" if end < len(lines) else "") + "".join(lines[end:])
     )
 
 
@@ -162,8 +162,9 @@ def throwaway_base(docker_client):
         docker_client.images.remove(image.id, force=True)
 
 
-def run_docs(doc: str, folder: Path, base_tag: str) -> list[tuple[str, float]]:
-    """Every step of ``doc``'s section, in ``folder``; (command, seconds) for each command."""
+def run_docs(doc: str, folder: Path, base_tag: str) -> tuple[list[tuple[str, float]], bool]:
+    """Every step of ``doc``'s section, in ``folder``: (command, seconds) for each command, and
+    whether one said it made the base image."""
     markdown, heading = DOCS[doc]
     found = steps(section(markdown, heading), f"{markdown.name} {heading}")
     (folder / ".venv").symlink_to(sys.prefix, target_is_directory=True)
