@@ -265,12 +265,21 @@ def ensure_images(cfg: DictConfig) -> None:
     stderr and exit status 2, nothing created."""
     from isolation import DockerUnavailable, ImageMissing, docker_client, ensure_image
     from isolation.taskenv import TaskEnvironmentError, task_runtime
+    from runner.seats import seat_problem
     from tasks.schema import task_root
 
+    if seat_problem(cfg):
+        return  # a missing key or CLI is said first, by the run itself (Run.start)
     try:
         client = docker_client()
     except DockerUnavailable as exc:
-        print(f"runner: {exc}", file=sys.stderr, flush=True)
+        print(
+            f"runner: {exc} The judge always scores in containers, so it needs the engine"
+            " whatever the isolation; isolation=local only takes the agents out of containers"
+            " (development only).",
+            file=sys.stderr,
+            flush=True,
+        )
         raise SystemExit(EXIT_BAD_SETTINGS) from None
     try:
         wanted = [str(cfg.judge.sandbox.image)]  # the judge scores in containers, always

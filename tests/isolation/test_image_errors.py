@@ -62,6 +62,8 @@ def test_every_command_without_an_engine_says_one_line_and_exits_2(argv, tmp_pat
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
     assert "make setup" in lines[0] and "docker-engine.sh ensure" in lines[0]
+    if "runner" in argv:
+        assert "isolation=local" in lines[0]
     assert "registry" not in out.stderr
     assert not run_dir.exists() and not (tmp_path / "judge").exists()  # nothing half made
 
