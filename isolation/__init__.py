@@ -28,17 +28,25 @@ if TYPE_CHECKING:
     from isolation.images import (
         BASE_TAG,
         DockerUnavailable,
+        ImageMissing,
+        base_tag,
         docker_client,
         ensure_base_image,
+        ensure_image,
         host_python_mounts,
+        run_container,
     )
     from isolation.workspace import AgentWorkspace, ArmWorkspace, Seat, load_arm, prepare_arm
 
 _WHERE = {
     "BASE_TAG": "images",
     "DockerUnavailable": "images",
+    "ImageMissing": "images",
+    "base_tag": "images",
     "docker_client": "images",
     "ensure_base_image": "images",
+    "ensure_image": "images",
+    "run_container": "images",
     "host_python_mounts": "images",
     "AgentWorkspace": "workspace",
     "ArmWorkspace": "workspace",
@@ -63,16 +71,20 @@ __all__ = [
     "AgentWorkspace",
     "ArmWorkspace",
     "DockerUnavailable",
+    "ImageMissing",
     "Seat",
     "UntrustedRepoError",
     "agent_backend",
+    "base_tag",
     "docker_client",
     "ensure_base_image",
+    "ensure_image",
     "fetch_commit",
     "get_backend",
     "host_python_mounts",
     "load_arm",
     "prepare_arm",
+    "run_container",
     "template_repo",
 ]
 

@@ -26,7 +26,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from isolation.images import BASE_TAG, DockerUnavailable, docker_client, host_python_mounts
+from isolation.images import (
+    BASE_TAG,
+    DockerUnavailable,
+    docker_client,
+    host_python_mounts,
+    run_container,
+)
 from isolation.taskenv import BUILD_DIR, TaskRuntime
 from isolation.workspace import AgentWorkspace, ArmWorkspace
 
@@ -427,7 +433,6 @@ class DockerBackend(AgentBackend):
         return self._client
 
     def start(self, spec: AgentSpec) -> DockerAgent:
-        import docker
 
         name = _container_name(spec)
         options = docker_options(spec)
@@ -435,15 +440,8 @@ class DockerBackend(AgentBackend):
         for old in client.containers.list(all=True, filters={"name": f"^/{name}$"}):
             old.remove(force=True)
         command = list(spec.command)
-        try:
-            container = client.containers.run(spec.image, command, **options)
-        except docker.errors.ImageNotFound:
-            if spec.image != BASE_TAG:
-                raise
-            from isolation.images import ensure_base_image
-
-            ensure_base_image(client)  # offline: the base image is made locally
-            container = client.containers.run(spec.image, command, **options)
+        # Never pulled: a missing base image is made here, any other is ImageMissing.
+        container = run_container(client, spec.image, command, **options)
         return DockerAgent(client, container.id, name)
 
     def cleanup(self, run: str) -> int:

@@ -5,11 +5,16 @@ links, a minimal passwd/group) imported into the local engine; containers made f
 the host's ``/usr`` and the current interpreter's installation read-only at the same paths (see
 :func:`host_python_mounts`), so ``sys.executable`` and the project's dependencies work inside.
 
-``python -m isolation.images`` builds the base image and prints its id.
+``python -m isolation.images`` builds the base image and prints its id. Every container of
+swarmlab starts through :func:`run_container`, which never pulls: a missing base image is made
+here (one progress line on stderr), any other missing image is :class:`ImageMissing`, one line
+naming what to run. ``SWARMLAB_BASE_IMAGE`` names the base image's tag (default
+``swarmlab-base:1``; the configs read the same variable), so tests can use a throwaway one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -21,7 +26,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import docker
 
-BASE_TAG = "swarmlab-base:1"
+DEFAULT_BASE_TAG = "swarmlab-base:1"
+BASE_IMAGE_ENV = "SWARMLAB_BASE_IMAGE"
+
+
+def base_tag() -> str:
+    """The base image's tag: ``$SWARMLAB_BASE_IMAGE``, else ``swarmlab-base:1``."""
+    return os.environ.get(BASE_IMAGE_ENV, "").strip() or DEFAULT_BASE_TAG
+
+
+BASE_TAG = base_tag()
 CONTENT_LABEL = "org.swarmlab.base.content-sha256"
 
 # (path, mode, uid) for every folder of the empty root. /root is traversable (0711) so that a
@@ -61,7 +75,17 @@ _CHANGES = (
 
 
 class DockerUnavailable(RuntimeError):
-    """No Docker engine answers (or the docker client cannot reach it)."""
+    """No Docker engine answers (or the docker client cannot reach it). The message is one
+    line naming the fix; every command a user types prints it and exits 2."""
+
+
+class ImageMissing(RuntimeError):
+    """An image that swarmlab cannot make itself is not in the local engine (nothing is ever
+    pulled). The message is one line naming what to run; every command prints it, exit 2."""
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
 
 
 def docker_client() -> docker.DockerClient:
@@ -73,11 +97,14 @@ def docker_client() -> docker.DockerClient:
         client.ping()
     except docker.errors.DockerException as exc:
         raise DockerUnavailable(
-            f"No Docker engine answers ({exc}). Start one as root with "
-            "`bash scripts/docker-engine.sh start` (or `make setup`); "
-            "see README.md, 'Docker engine'."
+            f"No Docker engine answers ({_one_line(exc)}). Start one with `make setup` or, as "
+            "root, `bash scripts/docker-engine.sh ensure`; see README.md, 'Docker engine'."
         ) from exc
     return client
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def base_rootfs_tar() -> bytes:
@@ -100,14 +127,18 @@ def base_rootfs_tar() -> bytes:
     return buf.getvalue()
 
 
-def ensure_base_image(client: docker.DockerClient | None = None, tag: str = BASE_TAG) -> str:
-    """Import the base image under ``tag`` unless it is already there with the same content.
+def ensure_base_image(
+    client: docker.DockerClient | None = None, tag: str | None = None, progress=_progress
+) -> str:
+    """Import the base image under ``tag`` (default :func:`base_tag`) unless it is already
+    there with the same content, saying so in one ``progress`` line when it makes it.
 
     Works offline. Returns the image id.
     """
     import docker
 
     client = client or docker_client()
+    tag = tag or base_tag()
     data = base_rootfs_tar()
     digest = hashlib.sha256(data + "\n".join(_CHANGES).encode()).hexdigest()
     try:
@@ -116,6 +147,7 @@ def ensure_base_image(client: docker.DockerClient | None = None, tag: str = BASE
             return image.id
     except docker.errors.ImageNotFound:
         pass
+    progress(f"making the base image {tag} (offline, from an empty root; once)")
     repository, _, version = tag.rpartition(":")
     if not repository or "/" in version:  # no explicit tag: "name" or "host:5000/name"
         repository, version = tag, "latest"
@@ -130,6 +162,58 @@ def ensure_base_image(client: docker.DockerClient | None = None, tag: str = BASE
         if "error" in message or "errorDetail" in message:
             raise RuntimeError(f"docker import of {tag} failed: {message}")
     return client.images.get(tag).id
+
+
+def ensure_image(client: docker.DockerClient, tag: str, progress=_progress) -> str:
+    """The id of image ``tag`` in the local engine, never pulled: the base image is made when
+    missing (:func:`ensure_base_image`); any other missing image is :class:`ImageMissing`.
+
+    A task's ``image/Dockerfile`` image is built by :func:`isolation.taskenv.task_image`
+    (which makes the base image first); here it is only looked up.
+    """
+    import docker
+
+    if tag == base_tag():
+        return ensure_base_image(client, tag, progress)
+    try:
+        return client.images.get(tag).id
+    except docker.errors.ImageNotFound:
+        raise ImageMissing(_image_missing(tag)) from None
+
+
+def _image_missing(tag: str) -> str:
+    if tag.startswith("swarmlab-task-"):
+        return (
+            f"image {tag} (a task's image/Dockerfile) is not in the local Docker engine and"
+            " nothing is pulled: run `python -m judge setup task=TASK` again to build it"
+        )
+    return (
+        f"image {tag} is not in the local Docker engine and nothing is pulled: build or load"
+        f" it (`docker build -t {tag} DIR` or `docker load -i FILE`), or use the base image"
+        f" {base_tag()}, which swarmlab makes itself (`python -m isolation.images`)"
+    )
+
+
+def run_container(client: docker.DockerClient, image: str, command=None, **options):
+    """Start a detached container of ``image`` (docker-py ``containers.run`` keywords), the
+    one way swarmlab starts containers: unlike ``containers.run`` it never pulls. A missing
+    base image is made (one progress line); any other missing image is :class:`ImageMissing`.
+    """
+    import docker
+
+    options.pop("detach", None)  # always detached: the caller holds the container
+    try:
+        container = client.containers.create(image, command, **options)
+    except docker.errors.ImageNotFound:
+        ensure_image(client, image)  # the base image: made now; anything else: ImageMissing
+        container = client.containers.create(image, command, **options)
+    try:
+        container.start()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+        raise
+    return container
 
 
 def host_python_mounts() -> dict[str, dict]:
@@ -159,7 +243,7 @@ def host_python_mounts() -> dict[str, dict]:
 def main() -> int:
     try:
         print(ensure_base_image())
-    except DockerUnavailable as exc:
+    except (DockerUnavailable, RuntimeError) as exc:
         print(f"isolation.images: {exc}", file=sys.stderr)
         return 2
     return 0

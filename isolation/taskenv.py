@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,14 +184,15 @@ def task_image(task: Any, root: Path, client: Any = None) -> tuple[str, str] | N
     """
     import docker
 
-    from isolation.images import BASE_TAG, docker_client, ensure_base_image
+    from isolation.images import base_tag, docker_client, ensure_base_image
 
+    base = base_tag()
     named = _field(task, "image")
     dockerfile = root / TASK_IMAGE_DIR / "Dockerfile"
     if not named and not dockerfile.is_file():
         return None
     content = "" if named else _image_folder_digest(dockerfile.parent)
-    key = (str(named or ""), str(root), content)
+    key = (str(named or ""), str(root), content, base)
     if key in _IMAGES:
         return _IMAGES[key]
     client = client or docker_client()
@@ -205,20 +207,25 @@ def task_image(task: Any, root: Path, client: Any = None) -> tuple[str, str] | N
             ) from None
         _IMAGES[key] = (str(named), image.id)
         return _IMAGES[key]
-    base_id = ensure_base_image(client)
+    base_id = ensure_base_image(client, base)
     digest = hashlib.sha256(f"{content}|{base_id}".encode()).hexdigest()
     name = _TAG_OK.sub("-", str(_field(task, "name", "") or root.name).lower())[:60] or "task"
     tag = f"swarmlab-task-{name}:{digest[:16]}"
     try:
         image = client.images.get(tag)
     except docker.errors.ImageNotFound:
+        print(
+            f"building the task's image {tag} from {dockerfile} (offline; once per change)",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             image, _ = client.images.build(
                 path=str(dockerfile.parent),
                 tag=tag,
                 pull=False,
                 network_mode="none",
-                buildargs={"BASE": BASE_TAG},
+                buildargs={"BASE": base},
                 labels={TASK_IMAGE_LABEL: digest},
                 rm=True,
                 forcerm=True,
@@ -226,12 +233,12 @@ def task_image(task: Any, root: Path, client: Any = None) -> tuple[str, str] | N
         except docker.errors.BuildError as exc:
             raise TaskEnvironmentError(
                 f"{dockerfile}: the task's image failed to build ({_log_tail(exc.build_log)}):"
-                f" fix the Dockerfile (built offline, FROM ${{BASE}} = {BASE_TAG}, no network)"
+                f" fix the Dockerfile (built offline, FROM ${{BASE}} = {base}, no network)"
             ) from None
         except docker.errors.APIError as exc:
             raise TaskEnvironmentError(
                 f"{dockerfile}: the task's image failed to build ({exc.explanation or exc}):"
-                f" fix the Dockerfile (built offline, FROM ${{BASE}} = {BASE_TAG}, no network)"
+                f" fix the Dockerfile (built offline, FROM ${{BASE}} = {base}, no network)"
             ) from None
     _IMAGES[key] = (tag, image.id)
     return _IMAGES[key]
@@ -265,7 +272,7 @@ def toolchain_outputs(
     """
     import docker
 
-    from isolation.images import BASE_TAG, docker_client, ensure_base_image, host_python_mounts
+    from isolation.images import docker_client, host_python_mounts, run_container
 
     if not commands:
         return []
@@ -273,8 +280,6 @@ def toolchain_outputs(
     if key in _TOOLCHAIN:
         return _TOOLCHAIN[key]
     client = client or docker_client()
-    if image == BASE_TAG:
-        ensure_base_image(client)
     volumes = dict(host_python_mounts()) if mount_host_python else {}
     if runtime is not None:
         volumes.update(runtime.volumes())
@@ -282,10 +287,10 @@ def toolchain_outputs(
     for argv in commands:
         argv = [str(a) for a in argv]
         try:
-            container = client.containers.run(
+            container = run_container(  # never pulled; a missing base image is made
+                client,
                 image,
                 argv,
-                detach=True,
                 network_mode="none",
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],

@@ -79,7 +79,7 @@ def new_task(args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    from isolation import DockerUnavailable, docker_client
+    from isolation import DockerUnavailable, ImageMissing, docker_client, ensure_image
     from judge.preflight import format_table, run_preflight
     from judge.private import setup
     from judge.sandbox import InfrastructureFault
@@ -104,7 +104,13 @@ def main(argv: list[str]) -> int:
             candidate = resolve_candidate(cfg.candidate or "", cfg.repo)
             # The judge scores its own copy, every object checked by fsck (as the gateway does).
             candidate = import_candidate(candidate, candidate_store(cfg.judge.private_dir))
-        docker_client().close()  # the judge scores only in containers: say so before anything
+        # The judge scores only in containers: no engine, or an image it cannot make, is one
+        # line before anything is made; a missing base image is made now (never pulled).
+        client = docker_client()
+        try:
+            ensure_image(client, str(cfg.judge.sandbox.image))
+        finally:
+            client.close()
         home = setup(cfg, progress=_progress)
         if command == "setup":
             print(home.root)
@@ -138,7 +144,7 @@ def main(argv: list[str]) -> int:
             print(evaluation.detail)
         print(evaluation.to_json())
         return {Verdict.PASS: 0, Verdict.WRONG: 1, Verdict.REJECT: 1}.get(evaluation.verdict, 3)
-    except (BadInput, DockerUnavailable, FileNotFoundError, ValueError) as exc:
+    except (BadInput, DockerUnavailable, ImageMissing, FileNotFoundError, ValueError) as exc:
         print(f"judge: {exc}", file=sys.stderr)
         return 2
     except InfrastructureFault as exc:

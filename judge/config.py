@@ -7,6 +7,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
+from isolation.images import base_tag
 from tasks.schema import TaskConfig
 
 
@@ -20,7 +21,8 @@ class SandboxConfig:
     ``mount_host_python: false``.
     """
 
-    image: str = "swarmlab-base:1"
+    # The offline base image (isolation/images.py): $SWARMLAB_BASE_IMAGE, else swarmlab-base:1.
+    image: str = field(default_factory=base_tag)
     python: str = "auto"
     mount_host_python: bool = True
     # "auto": the last CPU of the machine; agents get the others.

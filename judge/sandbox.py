@@ -28,7 +28,7 @@ from typing import Any
 
 import docker.errors
 
-from isolation import docker_client, host_python_mounts
+from isolation import ImageMissing, docker_client, host_python_mounts, run_container
 from isolation.taskenv import BUILD_DIR, TaskRuntime
 from judge.config import SandboxConfig
 from judge.protocol import MAX_LINE_BYTES, EngineFailure, Reply, check_reply, parse_line
@@ -750,12 +750,10 @@ class Sandbox:
             stale = self.client.containers.list(all=True, filters={"name": name})
             for old in stale:
                 old.remove(force=True)
-            created = self.client.containers.run(self.image, ["sleep", "infinity"], **options)
-        except docker.errors.ImageNotFound as exc:
-            raise InfrastructureFault(
-                f"sandbox image {self.image} is missing: run `make setup` "
-                "(or `python -m isolation.images`)"
-            ) from exc
+            # Never pulled: a missing base image is made, any other is one line (ImageMissing).
+            created = run_container(self.client, self.image, ["sleep", "infinity"], **options)
+        except ImageMissing as exc:
+            raise InfrastructureFault(str(exc)) from exc
         except docker.errors.DockerException as exc:
             raise InfrastructureFault(f"could not start the {role} sandbox: {exc}") from exc
         box = SandboxContainer(

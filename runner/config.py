@@ -10,6 +10,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from isolation.images import base_tag
 from judge import JudgeConfig
 from judge import register_configs as register_judge_configs
 from tasks.schema import TaskConfig
@@ -47,7 +48,8 @@ class AgentConfig:
     # argv run in the agent's container; {python} {role} {direction} {seed} {deadline} {agent}
     # are filled in per seat.
     command: list[str] = field(default_factory=list)
-    image: str = "swarmlab-base:1"
+    # The offline base image (isolation/images.py): $SWARMLAB_BASE_IMAGE, else swarmlab-base:1.
+    image: str = field(default_factory=base_tag)
     network: str = "none"
     # A vendor's CLI from agents.clients (claude_code, codex, gemini) in every seat, with the seat's
     # rendered prompt from arms.prompts; null: ``command`` (the scripted agent).

@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from arms.directions import direction_texts, seat_directions
-from isolation import DockerUnavailable, docker_client
+from isolation import DockerUnavailable, ImageMissing, docker_client
 from isolation.backends import AgentSpec, get_backend, with_task
 from isolation.gitutil import template_repo
 from isolation.quota import QuotaPlan, QuotaWatch, quota_setting_problem
@@ -83,8 +83,9 @@ class RunRefused(Exception):
 
 
 # What stops a run with one line and exit status 2: the runner's refusals, the judge's (a
-# failed preflight, settings it would refuse, a service that keeps dying), no Docker engine.
-REFUSED = (RunRefused, JudgeRefused, DockerUnavailable)
+# failed preflight, settings it would refuse, a service that keeps dying), no Docker engine,
+# an image swarmlab cannot make (never pulled).
+REFUSED = (RunRefused, JudgeRefused, DockerUnavailable, ImageMissing)
 
 
 def judge_app_config(cfg: DictConfig) -> DictConfig:

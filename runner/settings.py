@@ -258,6 +258,43 @@ def refuse(problems: list[str]) -> None:
     raise SystemExit(EXIT_BAD_SETTINGS)
 
 
+def ensure_images(cfg: DictConfig) -> None:
+    """The Docker engine and every image the run will start, before Hydra makes the run folder:
+    the base image is made when missing and a task's ``image/Dockerfile`` built (one progress
+    line each, never pulled); no engine, or an image swarmlab cannot make, is one line on
+    stderr and exit status 2, nothing created."""
+    from isolation import DockerUnavailable, ImageMissing, docker_client, ensure_image
+    from isolation.taskenv import TaskEnvironmentError, task_runtime
+    from runner.seats import seat_problem
+    from tasks.schema import task_root
+
+    if seat_problem(cfg):
+        return  # a missing key or CLI is said first, by the run itself (Run.start)
+    try:
+        client = docker_client()
+    except DockerUnavailable as exc:
+        print(
+            f"runner: {exc} The judge always scores in containers, so it needs the engine"
+            " whatever the isolation; isolation=local only takes the agents out of containers"
+            " (development only).",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(EXIT_BAD_SETTINGS) from None
+    try:
+        wanted = [str(cfg.judge.sandbox.image)]  # the judge scores in containers, always
+        if str(OmegaConf.select(cfg, "isolation.backend")) == "docker":
+            wanted.append(str(cfg.agent.image))
+        for tag in dict.fromkeys(wanted):
+            ensure_image(client, tag)
+        task_runtime(cfg.task, task_root(cfg.task), client)  # a task's own image: built now
+    except (ImageMissing, TaskEnvironmentError) as exc:
+        print(f"runner: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_BAD_SETTINGS) from None
+    finally:
+        client.close()
+
+
 class CheckSettings(Callback):
     """Hydra callback: refuse bad settings, and a run folder already in use, before Hydra
     creates or writes anything. A sweep's shared settings are checked before its folder exists;
@@ -270,6 +307,7 @@ class CheckSettings(Callback):
             problems.append(where)
         if problems:
             refuse(problems)
+        ensure_images(config)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         swept = swept_keys(list(OmegaConf.select(config, "hydra.overrides.task") or []))
@@ -280,6 +318,8 @@ class CheckSettings(Callback):
         problems = [p for p in settings_problems(config) if not any(k in p for k in swept)]
         if problems:
             refuse(problems)
+        if not any(k.split(".")[0] in ("judge", "agent", "isolation", "task") for k in swept):
+            ensure_images(config)  # else each job makes or names its own images
 
 
 def swept_keys(overrides: list[str]) -> set[str]:

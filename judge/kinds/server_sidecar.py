@@ -23,7 +23,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from isolation import host_python_mounts
+from isolation import ImageMissing, host_python_mounts, run_container
 from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer, _Stream
 
 LOADGEN = Path(__file__).with_name("server_load.py")
@@ -124,8 +124,8 @@ class LoadGen:
             # A sidecar left by a killed attempt of the same job (same name) goes first.
             for old in sandbox.client.containers.list(all=True, filters={"name": options["name"]}):
                 old.remove(force=True)
-            created = sandbox.client.containers.run(sandbox.image, ["sleep", "infinity"], **options)
-        except docker.errors.DockerException as exc:
+            created = run_container(sandbox.client, sandbox.image, ["sleep", "infinity"], **options)
+        except (docker.errors.DockerException, ImageMissing) as exc:
             raise InfrastructureFault(f"could not start the {role} load generator: {exc}") from exc
         self.box = SandboxContainer(
             sandbox.client, created.id, options["name"], LOADGEN_DIR, {}, box.user

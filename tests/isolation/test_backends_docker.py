@@ -226,7 +226,7 @@ def test_local_backend_warns_and_runs_with_host_paths(run_env, capfd):
 def test_docker_unavailable_names_the_fix(run_env, monkeypatch, tmp_path):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
     spec = spec_for(run_env, "swarm", "w1", ["true"])
-    with pytest.raises(DockerUnavailable, match=r"(?s)docker-engine\.sh start.*isolation=local"):
+    with pytest.raises(DockerUnavailable, match=r"(?s)docker-engine\.sh ensure.*isolation=local"):
         get_backend("docker").start(spec)
 
 

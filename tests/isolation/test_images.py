@@ -100,7 +100,7 @@ def test_host_python_mounts_are_read_only_and_not_nested():
 
 def test_docker_client_names_the_fix_when_no_engine(monkeypatch, tmp_path):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    with pytest.raises(DockerUnavailable, match=r"scripts/docker-engine\.sh start"):
+    with pytest.raises(DockerUnavailable, match=r"scripts/docker-engine\.sh ensure"):
         images.docker_client()
 
 
