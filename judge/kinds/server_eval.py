@@ -92,8 +92,6 @@ def serve_argv(sandbox: Sandbox, serve: list[str]) -> list[str]:
     ]
 
 
-# The second B=1 run's numbers kept in the metrics (as b1_again_*), beside the first's.
-AGAIN = ("ratio", "p", "level", "units", "pairs", "ratio_median")
 SERVER_ENV = {"SWARMLAB_SERVER_HOST": HOST, "SWARMLAB_SERVER_PORT": str(PORT)}
 
 
@@ -143,7 +141,6 @@ class Side:
     loadgen: LoadGen
     path: str
     stats: dict[str, Any] = field(default_factory=dict)
-    serve: list[str] = field(default_factory=list)  # what started the server, to restart it
 
 
 PAD = -1  # pads the rows of a ``token_ids: text`` reference (code points) to one length
@@ -360,33 +357,7 @@ class _ServerRun:
         server = ServerProcess(box, serve, SERVER_ENV, f"{label} server")
         loadgen = LoadGen(self.sandbox, box, label)
         path = ENDPOINTS.get(str(self.server_cfg.endpoint), "/v1/completions")
-        return Side(label, box, server, loadgen, path, serve=list(serve))
-
-    def restart_servers(self) -> None:
-        """Both servers ended and started again, in their own containers, the baseline's
-        first. Ended means every process of the sandbox's user in the container (a kill of all
-        it may signal, from a process of its own: the container's init is spared), so a
-        server that forked or daemonised leaves nothing holding its port or its memory; the
-        load generators (their own process namespaces) stay."""
-        for side in (self.base, self.cand):
-            assert side is not None
-            side.server.close()
-            python = side.box.python or "python3"
-            code, out = side.box.run(
-                [python, "-I", "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"], timeout=30
-            )
-            if code != 0:
-                raise InfrastructureFault(
-                    f"could not end the {side.label} server to restart it: exit {code}: "
-                    + out[-300:]
-                )
-            deadline = time.monotonic() + 10.0
-            while side.server.running():
-                if time.monotonic() > deadline:
-                    raise InfrastructureFault(f"the {side.label} server outlived a SIGKILL")
-                time.sleep(0.02)
-            side.server = ServerProcess(side.box, side.serve, SERVER_ENV, f"{side.label} server")
-            self.wait_ready(side, candidate=side is self.cand)
+        return Side(label, box, server, loadgen, path)
 
     def wait_ready(self, side: Side, candidate: bool) -> float:
         """Poll the readiness path until 200: WRONG ``crash`` if the server exits first,
@@ -415,9 +386,8 @@ class _ServerRun:
                 raise InfrastructureFault(
                     f"the baseline server did not come up ({'timeout' if alive else 'exited'})"
                 )
-            # Before any hidden input reached it, the server's own words are safe to show; a
-            # server restarted later (restart_servers) may print what it saw, so not then.
-            said = "" if self.hidden_sent else side.server.output_tail[-1500:]
+            # Nothing hidden has reached the server yet: its own words are safe to show.
+            said = side.server.output_tail[-1500:]
             if not alive:
                 raise Outcome(
                     Verdict.WRONG,
@@ -959,73 +929,45 @@ class _ServerRun:
         ``per_process`` lone requests with one concurrent burst placed among them (never after
         the last), each lone request at a drawn shape, candidate and baseline back to back on
         the same prompt, who goes first by a coin; WRONG ``b1_regression`` only when the
-        sign-flip test over whole units proves the mean slowdown over the limit, and (with
-        ``judge.confirm_timing_failures``) proves it again on a fresh pair of servers.
-
-        The servers live through the whole evaluation, so every unit meets the history of the
-        ones before (and both servers the same one); but then every unit also shares the two
-        servers' lifetime speeds, which the sign flips over units cannot cancel: on a loaded
-        machine one process runs a few percent faster or slower than an identical one for its
-        whole life (measured for the decode kind's engines), and an honest server a little
-        slower for its life would be proven "slower" at any level. Simulated with the red
-        team's numbers (a per-server offset of sd 3% against a 5% limit), one server pair
-        convicted an honest server in 2.75% of evaluations against a level of 0.001. A second
-        pair of servers has its own offsets: both must be over the limit by chance, ~0.08%
-        there. A conviction the fresh pair does not confirm passes, flagged ``b1_unresolved``,
-        with both results in the metrics (``b1_*`` the first, ``b1_again_*`` the second).
-        """
+        sign-flip test over whole units proves the mean slowdown over the limit. The servers
+        live through the whole evaluation, so every unit meets the history of the ones before
+        (and both servers the same one)."""
         assert self.cand is not None
         limit = 1.0 + float(self.task.spec.b1_max_regression)
         alpha = float(self.judge.b1_alpha)
-        confirm = bool(self.judge.confirm_timing_failures)
         plan = B1Plan.of(self.task.b1, alpha)
         level = int(self.task.timing.batch)
         alt = self.task.alternating
         ttft: list[float] = []
 
-        def units(prefix: str) -> Callable[[int], list[tuple[float, float]]]:
-            def unit(i: int) -> list[tuple[float, float]]:
-                rng = np.random.default_rng(derive_seed(self.eval_seed, f"{prefix}:{i}"))
-                [burst_at] = unit_traffic(rng, plan.per_unit, [level]) or {0: level}
-                pairs: list[tuple[float, float]] = []
-                for j in range(plan.per_unit):
-                    if j == burst_at:
-                        s = self.draw(
-                            f"{prefix}:{i}:burst", level, alt.prompt_len, int(alt.new_tokens)
-                        )
-                        self.pair(s, level, f"burst of {level} in single-stream unit {i + 1}", True)
-                    prompt_len, steps = draw_lone(self.task, rng)
-                    s = self.draw(f"{prefix}:{i}:{j}", 1, prompt_len, steps)
-                    context = f"single-stream run {j + 1} of unit {i + 1}"
-                    cand, base = self.pair(s, 1, context, bool(rng.integers(2)))
-                    pairs.append((cand.total_s[0], base.total_s[0]))
-                    ttft.append(cand.ttft_s[0] / base.ttft_s[0] if base.ttft_s[0] > 0 else 1.0)
-                return pairs
+        def unit(i: int) -> list[tuple[float, float]]:
+            rng = np.random.default_rng(derive_seed(self.eval_seed, f"b1:{i}"))
+            [burst_at] = unit_traffic(rng, plan.per_unit, [level]) or {0: level}
+            pairs: list[tuple[float, float]] = []
+            for j in range(plan.per_unit):
+                if j == burst_at:
+                    s = self.draw(f"b1:{i}:burst", level, alt.prompt_len, int(alt.new_tokens))
+                    self.pair(s, level, f"burst of {level} in single-stream unit {i + 1}", True)
+                prompt_len, steps = draw_lone(self.task, rng)
+                s = self.draw(f"b1:{i}:{j}", 1, prompt_len, steps)
+                context = f"single-stream run {j + 1} of unit {i + 1}"
+                cand, base = self.pair(s, 1, context, bool(rng.integers(2)))
+                pairs.append((cand.total_s[0], base.total_s[0]))
+                ttft.append(cand.ttft_s[0] / base.ttft_s[0] if base.ttft_s[0] > 0 else 1.0)
+            return pairs
 
-            return unit
-
-        result = run_b1(plan, limit, alpha, confirm, units("b1"))
+        result = run_b1(plan, limit, alpha, bool(self.judge.confirm_timing_failures), unit)
         self.metrics.update(result.metrics())
         self.metrics["b1_ttft_ratio"] = round(float(np.median(ttft)), 4)
-        if not result.proven:
-            if result.suspicious:
-                self.flags["b1_unresolved"] = True
-            return
-        detail = result.detail("single-stream requests")
-        if confirm:
-            self.restart_servers()
-            again = run_b1(plan, limit, alpha, True, units("b1-again"))
-            self.metrics.update(
-                {f"b1_again_{k[3:]}": v for k, v in again.metrics().items() if k[3:] in AGAIN}
+        if result.proven:
+            raise Outcome(
+                Verdict.WRONG,
+                "b1_regression",
+                result.detail("single-stream requests"),
+                tokens_correct=True,
             )
-            if not again.proven:
-                self.flags["b1_unresolved"] = True
-                return
-            detail += (
-                f"; and again on a fresh pair of servers: {100 * (again.ratio - 1):.1f}% slower"
-                f" over {len(again.units)} units, p = {again.p:.2g}"
-            )
-        raise Outcome(Verdict.WRONG, "b1_regression", detail, tokens_correct=True)
+        if result.suspicious:
+            self.flags["b1_unresolved"] = True
 
     def concurrencies(self) -> list[int]:
         headline = int(self.task.timing.batch)
