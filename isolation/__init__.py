@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     )
     from isolation.gitutil import UntrustedRepoError, fetch_commit, template_repo
     from isolation.images import (
-        BASE_TAG,
         DockerUnavailable,
         ImageMissing,
         base_tag,
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
     from isolation.workspace import AgentWorkspace, ArmWorkspace, Seat, load_arm, prepare_arm
 
 _WHERE = {
-    "BASE_TAG": "images",
     "DockerUnavailable": "images",
     "ImageMissing": "images",
     "base_tag": "images",
@@ -64,7 +62,6 @@ _WHERE = {
 }
 
 __all__ = [
-    "BASE_TAG",
     "AgentBackend",
     "AgentHandle",
     "AgentSpec",

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from isolation.images import (
-    BASE_TAG,
     DockerUnavailable,
+    base_tag,
     docker_client,
     host_python_mounts,
     run_container,
@@ -90,7 +90,7 @@ class AgentSpec:
     arm_workspace: ArmWorkspace
     command: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    image: str = BASE_TAG
+    image: str = field(default_factory=base_tag)
     cpuset: str = ""
     memory: str = "1g"
     pids_limit: int = 256
@@ -153,7 +153,7 @@ def with_task(spec: AgentSpec, runtime: TaskRuntime) -> AgentSpec:
     """``spec`` with the task's part: its assets, and its image where the seat runs the base
     image (a seat whose CLI needs an image of its own keeps it), so that agents build and
     test with what the judge's sandbox has."""
-    image = runtime.image if runtime.image and spec.image == BASE_TAG else spec.image
+    image = runtime.image if runtime.image and spec.image == base_tag() else spec.image
     return replace(spec, image=image, assets={**spec.assets, **runtime.assets})
 
 
@@ -433,7 +433,6 @@ class DockerBackend(AgentBackend):
         return self._client
 
     def start(self, spec: AgentSpec) -> DockerAgent:
-
         name = _container_name(spec)
         options = docker_options(spec)
         client = self.client

@@ -35,7 +35,6 @@ def base_tag() -> str:
     return os.environ.get(BASE_IMAGE_ENV, "").strip() or DEFAULT_BASE_TAG
 
 
-BASE_TAG = base_tag()
 CONTENT_LABEL = "org.swarmlab.base.content-sha256"
 
 # (path, mode, uid) for every folder of the empty root. /root is traversable (0711) so that a

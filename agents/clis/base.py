@@ -343,10 +343,10 @@ class Client:
         Raises:
             ClientMissing: not installed. KeyMissing: no key in ``environ``.
         """
-        from isolation.images import BASE_TAG
+        from isolation.images import base_tag
 
         return {
-            "image": BASE_TAG,
+            "image": base_tag(),
             "command": self.command(prompt, model, environ),
             "env": self.env(environ),
             "extra_mounts": self.mounts(root),

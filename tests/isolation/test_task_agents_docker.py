@@ -15,7 +15,7 @@ from isolation.backends import (
     wait_until_stopped,
     with_task,
 )
-from isolation.images import BASE_TAG
+from isolation.images import base_tag
 from isolation.taskenv import TaskRuntime
 from isolation.workspace import Seat, prepare_arm, template_repo
 
@@ -61,7 +61,7 @@ def test_agent_options_have_the_build_folder_and_no_device(tmp_path):
     # A seat whose CLI brings an image of its own keeps it.
     kept = with_task(AgentSpec(**{**spec.__dict__, "image": "vendor-cli:1", "assets": {}}), runtime)
     assert kept.image == "vendor-cli:1" and kept.assets == {"weights": str(weights)}
-    assert with_task(_spec(tmp_path / "c", ["true"]), TaskRuntime()).image == BASE_TAG
+    assert with_task(_spec(tmp_path / "c", ["true"]), TaskRuntime()).image == base_tag()
 
 
 @pytest.mark.docker
