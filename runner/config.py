@@ -30,12 +30,15 @@ class ArmConfig:
     """A team setting. ``start``: ``master`` (the task template) or ``champion`` (the best
     PASS of ``from_run``, for a round-two continuation). ``task_directions``: its workers
     without a direction of their own take the task's ``directions``, in order
-    (``arms/directions.py``)."""
+    (``arms/directions.py``). ``visibility``: ``shared`` (the seats share one board and
+    submission repository) or ``private`` (each seat has its own, as if it were a solo arm;
+    the arm is still one arm for budgets, the judge's fair queue and the report)."""
 
     name: str
     seats: list[SeatConfig] = field(default_factory=list)
     start: str = "master"
     task_directions: bool = False
+    visibility: str = "shared"
 
 
 @dataclass

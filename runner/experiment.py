@@ -227,8 +227,12 @@ class Run:
             directions = seat_directions(cfg.task, arm)
             seats = [Seat(s.name, s.role, d) for s, d in zip(arm.seats, directions, strict=True)]
             uid = 1000 if os.geteuid() == 0 else None
+            # A private arm's seats each get a board and submission repo of their own.
+            visibility = str(arm.get("visibility") or "shared")
             arms.append(
-                prepare_arm(self.run_dir, arm.name, source, commit, seats, uid, uid, quota=quota)
+                prepare_arm(
+                    self.run_dir, arm.name, source, commit, seats, uid, uid, quota, visibility
+                )
             )
         self.events.set_meta(disk_quota=quota.meta())
         started = time.time()
@@ -246,6 +250,7 @@ class Run:
             seats={
                 a.name: [[s.name, s.role, s.direction] for s in a.agents.values()] for a in arms
             },
+            visibility={a.name: a.visibility for a in arms},
             started_at=started,
             deadline=deadline,
             budget_minutes=cfg.budget.minutes,

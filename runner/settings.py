@@ -94,6 +94,7 @@ def judge_value_problems(judge: Any) -> list[str]:
 
 def _arm_problems(cfg: DictConfig) -> list[str]:
     from arms.prompts import ROLES
+    from isolation.workspace import VISIBILITIES
 
     if not cfg.arms:
         return ["no arm selected: arm=swarm, arm=solo or experiment=swarm_vs_solo"]
@@ -113,6 +114,17 @@ def _arm_problems(cfg: DictConfig) -> list[str]:
                 problems.append(
                     f"{where}.seats.{seat.name}.role={seat.role!r}: use one of {', '.join(ROLES)}"
                 )
+        visibility = arm.get("visibility") or "shared"
+        if visibility not in VISIBILITIES:
+            problems.append(
+                f"{where}.visibility={visibility!r}: use one of {', '.join(VISIBILITIES)}"
+            )
+        critics = [s.name for s in arm.seats if s.role == "critic"]
+        if visibility == "private" and critics:
+            problems.append(
+                f"{where}.seats.{critics[0]}: a critic has nothing to review in a private arm"
+                " (each seat sees only its own submissions): drop it or use visibility=shared"
+            )
     if any(a.start == "champion" for a in cfg.arms.values()):
         if not cfg.from_run:
             problems.append("a continuation needs from_run=DIR (a finished run's directory)")

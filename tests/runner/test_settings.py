@@ -52,6 +52,9 @@ BAD = [
     ("isolation.cpuset=all", "isolation.cpuset='all'"),
     ("budget.max_submissions_per_agent=0", "budget.max_submissions_per_agent=0"),
     ("isolation.disk_quota_mb=10", "isolation.disk_quota_mb=10"),
+    ("arms.swarm.visibility=secret", "arms.swarm.visibility='secret'"),
+    # The swarm's critic in a private arm: nothing of another seat's to review.
+    ("arms.swarm.visibility=private", "arms.swarm.seats.critic: a critic has nothing to review"),
 ]
 
 
