@@ -23,6 +23,7 @@ from judge.verdict import Evaluation, Verdict
 from runner.config import register_configs
 from runner.events import EventLog
 from runner.gateway import Gateway
+from runner.seats import seat_prompt
 from runner.settings import settings_problems
 from tasks.schema import PROJECT_ROOT
 
@@ -205,3 +206,11 @@ def test_the_independent_arm_composes_with_three_arms_and_match():
     assert [s.role for s in indep.seats] == ["worker"] * 4 and indep.task_directions
     assert cfg.judge.queue_policy == "fair"
     assert settings_problems(cfg) == []
+
+
+def test_a_private_seat_is_told_it_works_alone(lab):
+    # No teammate's post or submission ever reaches it: a solo seat's prompt, not a team's.
+    alone = seat_prompt(lab.indep.agents["w1"], lab.indep, time.time() + 600, {})
+    assert "You are alone" in alone.text and "teammates" not in alone.text
+    # The shared solo arm's one seat alike; a shared arm of several seats is a team.
+    assert "You are alone" in seat_prompt(lab.solo.agents["w1"], lab.solo, time.time(), {}).text
