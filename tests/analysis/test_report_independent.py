@@ -31,10 +31,12 @@ def add_independent(path: Path) -> None:
         "name": "independent",
         "start": "master",
         "visibility": "private",
+        "task_directions": True,
         "seats": [{"name": n, "role": r, "direction": d} for n, r, d in seats],
     }
     for arm in ("swarm", "solo"):
         config["arms"][arm]["visibility"] = "shared"
+        config["arms"][arm]["task_directions"] = arm == "swarm"
     events.set_meta(
         experiment="swarm_vs_independent_vs_solo",
         arms=["swarm", "independent", "solo"],
@@ -92,6 +94,8 @@ def test_the_report_compares_three_arms_and_audits_their_differences(run_factory
     # Visibility is the design, not a flaw: only the audit names it.
     assert "Arms differ in `visibility`" not in text
     assert "Arms started at different times" not in text
+    # How the directions were chosen is no other difference: the audit lists the directions.
+    assert "task_directions" not in text
 
 
 def test_a_sweep_gives_the_named_comparisons_with_the_tie_rule(tmp_path, template_run):
