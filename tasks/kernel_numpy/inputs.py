@@ -16,7 +16,7 @@ KERNEL = {
     "timeout_factor": 20.0,
     "timeout_floor_s": 2.0,
 }
-ROWS, COLS = 256, 256
+ROWS, COLS = 1024, 512
 
 
 def make_inputs(seed: int) -> list[np.ndarray]:

@@ -43,7 +43,7 @@ from omegaconf import DictConfig
 from judge.evaluation import checked_tree
 from judge.kinds.base import Metric
 from judge.kinds.kernel.config import KernelConfig, KernelTaskError, draw_inputs, kernel_config
-from judge.kinds.kernel.harness import keystream
+from judge.kinds.kernel.harness import CHUNK, fold, keystream
 from judge.private import JudgeHome, derive_seed, sandbox_runtime
 from judge.protocol import EngineFailure
 from judge.queue import Job
@@ -63,7 +63,7 @@ BASELINE_CALL_S = 300.0
 
 def masked(arrays: list[np.ndarray], key: int) -> list[dict[str, Any]]:
     """The ``put`` payload of ``arrays``: their bytes XOR the keystream of ``key``."""
-    stream = keystream(key, sum(a.nbytes for a in arrays))
+    stream = keystream(key, sum(a.nbytes for a in arrays))  # the harness's own stream
     out, at = [], 0
     for a in arrays:
         raw = np.frombuffer(np.ascontiguousarray(a).tobytes(), dtype=np.uint8)
@@ -84,30 +84,58 @@ def digest(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
 
 
-def decode_result(item: Any) -> tuple[np.ndarray, bytes]:
-    """The result array of a ``get`` reply and its raw bytes.
+# The largest result the judge reads back (a task's result is the judge's memory too).
+MAX_RESULT_BYTES = 256 << 20
+
+
+def result_layout(got: dict[str, Any]) -> tuple[np.dtype, list[int], int]:
+    """The dtype, shape and size in bytes a ``get`` reply says the result has.
 
     Raises:
-        EngineFailure: ``protocol`` for anything but a mapping of a known numeric dtype, a
-            shape and base64 data of exactly that many bytes.
+        EngineFailure: ``protocol`` for anything but a numeric dtype and a shape that make
+            ``nbytes`` (at most :data:`MAX_RESULT_BYTES`).
     """
     try:
-        dtype = np.dtype(str(item["dtype"]))
-        shape = [int(n) for n in item["shape"]]
-        raw = base64.b64decode(str(item["data"]), validate=True)
-        if dtype.kind not in "biufc" or dtype.itemsize * int(np.prod(shape)) != len(raw):
-            raise ValueError("size")
-        return np.frombuffer(raw, dtype=dtype).reshape(shape), raw
+        dtype = np.dtype(str(got["dtype"]))
+        shape = [int(n) for n in got["shape"]]
+        nbytes = int(got["nbytes"])
+        if (
+            dtype.kind not in "biufc"
+            or any(n < 0 for n in shape)
+            or dtype.itemsize * int(np.prod(shape)) != nbytes
+            or nbytes > MAX_RESULT_BYTES
+        ):
+            raise ValueError("layout")
     except (KeyError, TypeError, ValueError) as exc:
         raise EngineFailure(
-            "protocol", "reply to get: out must be a numeric array's dtype, shape and data"
+            "protocol",
+            "reply to get: dtype, shape and nbytes must describe a numeric array of at most"
+            f" {MAX_RESULT_BYTES >> 20} MiB",
         ) from exc
+    return dtype, shape, nbytes
+
+
+def chunk_bytes(reply: dict[str, Any], expected: int) -> bytes:
+    """The bytes of one ``read`` reply, which must be ``expected`` long.
+
+    Raises:
+        EngineFailure: ``protocol`` for anything but base64 of that many bytes.
+    """
+    try:
+        raw = base64.b64decode(str(reply["data"]), validate=True)
+    except (KeyError, ValueError) as exc:
+        raise EngineFailure("protocol", "reply to read: data must be base64") from exc
+    if len(raw) != expected:
+        raise EngineFailure("protocol", f"reply to read: {len(raw)} bytes, not {expected}")
+    return raw
 
 
 def compare(out: np.ndarray, ref: np.ndarray, config: KernelConfig) -> str | None:
     """Why ``out`` is not the baseline's ``ref`` (judge-made words), or None."""
     if out.dtype != ref.dtype or out.shape != ref.shape:
-        return f"result is {out.dtype}{list(out.shape)}, the baseline's {ref.dtype}{list(ref.shape)}"
+        return (
+            f"result is {out.dtype}{list(out.shape)}, the baseline's {ref.dtype}{list(ref.shape)}"
+        )
     if config.exact:
         if out.tobytes() == ref.tobytes():
             return None
@@ -282,9 +310,7 @@ class _Run:
         try:
             reply, seconds = side.proc.request(payload, timeout)
         except EngineFailure as failure:
-            self.log.append(
-                {"failure": side.name, "op": payload["op"], "private": failure.private}
-            )
+            self.log.append({"failure": side.name, "op": payload["op"], "private": failure.private})
             if side.name == "baseline":
                 raise InfrastructureFault(f"the baseline failed: {failure}") from None
             raise Outcome(Verdict.WRONG, failure.kind, str(failure)) from None
@@ -340,7 +366,7 @@ class _Run:
         got, _ = self.request(side, {"op": "get"}, 60.0)
         out = None
         if problem is None:
-            out, _ = decode_result(got.get("out"))
+            out = self.read_result(side, got)
             mutated = [
                 i
                 for i, (a, d) in enumerate(zip(arrays, got.get("inputs") or [], strict=False))
@@ -352,7 +378,7 @@ class _Run:
                 problem = ("aliased", "the result shares memory with the previous call's result")
             elif mutated or len(got.get("inputs") or []) != len(arrays):
                 problem = ("input_mutated", f"the call changed argument(s) {mutated} in place")
-            elif digest(out) != call.get("digest"):
+            elif fold(out) != call.get("fold"):
                 problem = (
                     "late",
                     "the result's bytes changed after the call returned (work left running"
@@ -368,3 +394,12 @@ class _Run:
         if side.name == "baseline":
             raise InfrastructureFault(f"the baseline's result fails the checks: {problem[1]}")
         raise Outcome(Verdict.WRONG, *problem)
+
+    def read_result(self, side: _Side, got: dict[str, Any]) -> np.ndarray:
+        """The result ``get`` described, read back a chunk at a time (as it is now)."""
+        dtype, shape, nbytes = result_layout(got)
+        parts = []
+        for at in range(0, nbytes, CHUNK):
+            reply, _ = self.request(side, {"op": "read", "at": at}, 60.0)
+            parts.append(chunk_bytes(reply, min(CHUNK, nbytes - at)))
+        return np.frombuffer(b"".join(parts), dtype=dtype).reshape(shape)

@@ -60,9 +60,7 @@ def _install(tree: Path, function: str, folder: str, settings: dict[str, object]
     (target / "mutant.json").write_text(json.dumps(settings, indent=1) + "\n")
     source = tree / file
     depth = len(Path(file).parts) - 1
-    source.write_text(
-        source.read_text() + _REBIND.format(name=name, depth=depth, folder=folder)
-    )
+    source.write_text(source.read_text() + _REBIND.format(name=name, depth=depth, folder=folder))
 
 
 def generated(cfg: DictConfig) -> list[Mutant]:
