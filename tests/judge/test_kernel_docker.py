@@ -48,7 +48,9 @@ def test_kernel_numpy_preflight_passes_and_a_faster_candidate_scores_above_one(
     record = json.loads((home.root / "preflight.json").read_text())
     assert {r["mutant"] for r in record["rows"]} == set(rows)
     commit = git.Repo(repo).rev_parse("mutant/reference").hexsha
-    job = queue.enqueue(arm="test", agent="a", repo=str(repo), commit=commit, label="faster", rejudge=True)
+    job = queue.enqueue(
+        arm="test", agent="a", repo=str(repo), commit=commit, label="faster", rejudge=True
+    )
     (evaluation,) = run_until_done(cfg, home, [job])
     assert evaluation.verdict is Verdict.PASS, evaluation.detail
     assert evaluation.metric["name"] == "call_ms" and not evaluation.metric["higher_is_better"]
