@@ -155,7 +155,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "slower",
             "PASS",
             None,
-            "every call computed twice: correct, about half as fast",
+            "every call computed three times: correct, about a third as fast",
             max_x=0.8,
         ),
         wrapped("gen_hang", "hang", "WRONG", "timeout", "a call never returns"),
