@@ -126,6 +126,12 @@ def test_the_catalogue_holds_every_check_and_refuses_one_without(cfg) -> None:
     assert set(CHECK_REASONS) <= held
     assert "WRONG (late)" in (catalogue_problem(cfg, [m for m in mutants if m.reason != "late"]))
     assert {m.name for m in mutants} >= {"baseline", "gen_cache_content", "reference"}
+    # An exact task (no tolerance) has no within-tolerance mutant: nothing is within it.
+    exact = OmegaConf.create(OmegaConf.to_container(cfg))
+    exact.task.kernel = {"function": "kernel.py:softmax"}
+    names = {m.name for m in catalogue(exact)}
+    assert "gen_within_tolerance" not in names and "gen_late_thread" in names
+    assert "gen_within_tolerance" in {m.name for m in mutants}
 
 
 def test_the_mask_hides_the_inputs_until_the_key_comes() -> None:
