@@ -52,7 +52,11 @@ def registrations(source: str, marker: str) -> list[str | None]:
     Calls only: a docstring or comment that shows ``@marker("name")`` registers nothing.
     """
     out: list[str | None] = []
-    for node in ast.walk(ast.parse(source)):
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a template or data file under the package: registers nothing
+        return out
+    for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         func = node.func

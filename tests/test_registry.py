@@ -111,6 +111,7 @@ def test_an_installed_distribution_adds_entries_through_its_entry_point(package,
 def test_registrations_reads_calls_only():
     source = '"""@mark("doc")"""\n@mark("a")\nclass A: ...\nx.mark(B())\nother("c")\n# mark("d")\n'
     assert registrations(source, "mark") == ["a", None]
+    assert registrations('mark("a") {{ placeholder }}', "mark") == []
 
 
 def test_the_projects_registries_find_their_bundled_modules():
