@@ -35,6 +35,7 @@ from isolation.images import (
 )
 from isolation.taskenv import BUILD_DIR, TaskRuntime
 from isolation.workspace import AgentWorkspace, ArmWorkspace
+from registry import Registry
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The in-container tools (submit, board, verdicts) and the git config every agent gets.
@@ -194,24 +195,27 @@ class AgentBackend(abc.ABC):
         """Stop and remove every agent of ``run`` (its label); returns how many."""
 
 
-_BACKENDS: dict[str, type[AgentBackend]] = {}
+# Backends of other modules of ``isolation`` are found by their ``@agent_backend`` call, and of
+# installed distributions by the entry point group ``swarmlab.agent_backends``.
+BACKENDS: Registry[type[AgentBackend]] = Registry(
+    "agent backend", "isolation", "agent_backend", "swarmlab.agent_backends"
+)
 
 
 def agent_backend(name: str) -> Callable[[type[AgentBackend]], type[AgentBackend]]:
     """Class decorator registering a backend under ``name``."""
 
     def register(cls: type[AgentBackend]) -> type[AgentBackend]:
-        if name in _BACKENDS and _BACKENDS[name] is not cls:
-            raise ValueError(f"agent backend {name!r} is already registered")
+        BACKENDS.register(name, cls, unique=True)
         cls.name = name
-        _BACKENDS[name] = cls
         return cls
 
     return register
 
 
 def backend_names() -> list[str]:
-    return sorted(_BACKENDS)
+    """Every backend that can be asked for by name."""
+    return BACKENDS.names()
 
 
 def get_backend(name: str, **options: Any) -> AgentBackend:
@@ -220,13 +224,7 @@ def get_backend(name: str, **options: Any) -> AgentBackend:
     Raises:
         ValueError: no backend has that name (the message lists the known ones).
     """
-    try:
-        cls = _BACKENDS[name]
-    except KeyError:
-        raise ValueError(
-            f"no agent backend named {name!r}; known: {', '.join(backend_names())}"
-        ) from None
-    return cls(**options)
+    return BACKENDS.get(name)(**options)
 
 
 # -- docker ----------------------------------------------------------------------------------

@@ -67,3 +67,17 @@ def agent_kind_label(kind: str, scripted: bool) -> str:
 def isolation_label(isolation: str) -> str:
     """The ``isolation`` tables show: the local backend says that it isolates nothing."""
     return "local (NOT isolated)" if isolation == "local" else isolation
+
+
+#: The names a run whose re-judging began under the older words (its meta holds a
+#: ``LEGACY_META`` key) keeps using when resumed: its best's pseudo-agent and the word of its
+#: request ids, so that no round is queued twice under a second name.
+LEGACY_REJUDGE_NAMES = ("confirm", "recheck")
+
+
+def rejudging_names(meta: Mapping[str, Any]) -> tuple[str, str]:
+    """The pseudo-agent of an arm's best re-judged and the word of its request ids: today's,
+    or an older run's (``LEGACY_REJUDGE_NAMES``) for a run that began re-judging under them."""
+    if any(key in meta for key in LEGACY_META):
+        return LEGACY_REJUDGE_NAMES
+    return REJUDGE, "rejudge"
