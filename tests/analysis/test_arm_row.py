@@ -28,6 +28,7 @@ from runrecord.row import (
     VIEW_JUDGE,
     VIEW_RACE,
     columns,
+    project,
 )
 
 OPTIONS = [{}, {"rechecks": True, "model_calls": True, "tokens": True}, {"latency": True}]
@@ -104,6 +105,25 @@ def test_every_column_is_on_a_known_surface_and_named_once():
     # No column is written under an older run's name (those are only read: runrecord.names).
     assert not set(LEGACY_COLUMNS) & set(names)
     assert set(LEGACY_COLUMNS.values()) <= set(names)
+
+
+def test_summary_csv_rounds_to_the_rows_digits_and_needs_every_column_it_shows():
+    digits = {c.name: c.digits for c in ROW if c.digits is not None}
+    assert digits == {
+        "x_champion": 3, "time_to_best_s": 1, "rejudged_score": 3, "rejudged_x_baseline": 4,
+        "judge_noise_x_sd": 4, "judge_utilisation": 3, "mean_queue_wait_s": 1, "model_lost_s": 1,
+    }  # fmt: skip
+    values = {c: 1.23456 for c in columns(ARMS)} | {"x_champion": None}
+    written = project(values, SUMMARY_CSV)
+    assert list(written) == columns(SUMMARY_CSV)
+    assert (written["time_to_best_s"], written["best_score"], written["x_champion"]) == (
+        1.2, 1.23456, None,
+    )  # fmt: skip
+    assert project(values, ARMS)["time_to_best_s"] == 1.23456  # the arms table keeps every digit
+    with pytest.raises(KeyError, match="x_champion"):
+        project({k: v for k, v in values.items() if k != "x_champion"}, SUMMARY_CSV)
+    with pytest.raises(ValueError, match="no surface"):
+        columns("elsewhere")
 
 
 def test_an_older_runs_summary_columns_read_under_todays_names():
