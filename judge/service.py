@@ -152,7 +152,8 @@ def work(
         if on_ready:
             on_ready(queue.settings_hash)
         recovered = queue.recover(device)
-        removed = remove_stale_sandboxes(home.owner, device)
+        backend = str(cfg.judge.sandbox.get("backend") or "docker")
+        removed = remove_stale_sandboxes(home.owner, device, backend)
         if progress and (recovered or removed):
             progress(
                 f"judge: re-queued {len(recovered)} interrupted evaluation(s),"
