@@ -395,9 +395,11 @@ class DockerSandbox(Sandbox):
         self.containers.append(box)
         return box
 
-    def sidecar(
-        self, role: str, of: DockerContainer, files: dict[str, str], workdir: str, what: str
-    ) -> DockerContainer:
+    def sidecar_options(
+        self, role: str, of_id: str, files: dict[str, str], workdir: str
+    ) -> dict[str, Any]:
+        """docker-py ``containers.run`` keyword arguments for a sidecar of the container
+        ``of_id`` (:meth:`sidecar`; no engine needed)."""
         # The evaluation container's options (the hardening, its CPU, labels and name scheme),
         # with only the interpreter and ``files`` mounted, ``of``'s network namespace joined,
         # no environment and no device.
@@ -407,11 +409,17 @@ class DockerSandbox(Sandbox):
             volumes[host] = {"bind": inside, "mode": "ro"}
         options.update(
             volumes=volumes,
-            network_mode=f"container:{of.id}",
+            network_mode=f"container:{of_id}",
             working_dir=workdir,
             device_requests=None,
             environment={},
         )
+        return options
+
+    def sidecar(
+        self, role: str, of: DockerContainer, files: dict[str, str], workdir: str, what: str
+    ) -> DockerContainer:
+        options = self.sidecar_options(role, of.id, files, workdir)
         try:
             created = self._start(options)
         except (docker.errors.DockerException, ImageMissing) as exc:
