@@ -272,6 +272,17 @@ class Sandbox(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
+    def prepare(cls, cfg: SandboxConfig) -> None:
+        """Check, before anything is set up, that sandboxes can start: what runs them is
+        reachable and ``cfg.image`` is there (made now when it can be, never pulled).
+
+        Raises:
+            isolation.DockerUnavailable, isolation.ImageMissing (or the implementation's
+            like): one line naming what to do.
+        """
+
+    @classmethod
+    @abc.abstractmethod
     def remove_stale(cls, owner: str, device: str) -> int:
         """Remove the containers a dead worker of this judge left on ``device``; how many."""
 
@@ -330,6 +341,16 @@ def sandbox_class(name: str) -> type[Sandbox]:
         raise ValueError(f"no sandbox backend named {name!r}; known: {known}") from None
 
 
+def backend_of(cfg: SandboxConfig) -> type[Sandbox]:
+    """The implementation ``cfg.backend`` names (``docker`` when unset: a config saved before
+    the setting existed).
+
+    Raises:
+        ValueError: no implementation has that name.
+    """
+    return sandbox_class(str(getattr(cfg, "backend", None) or DEFAULT_BACKEND))
+
+
 def open_sandbox(
     cfg: SandboxConfig,
     device: str,
@@ -338,15 +359,13 @@ def open_sandbox(
     runtime: TaskRuntime | None = None,
     freezer: str = "auto",
 ) -> Sandbox:
-    """A new sandbox of the implementation ``cfg.backend`` names (``docker`` when unset: a
-    config saved before the setting existed).
+    """A new sandbox of the implementation ``cfg.backend`` names (:func:`backend_of`).
 
     Raises:
         ValueError: no implementation has that name.
         InfrastructureFault: the implementation cannot reach what runs its containers.
     """
-    name = str(getattr(cfg, "backend", None) or DEFAULT_BACKEND)
-    return sandbox_class(name)(cfg, device, owner, tag, runtime=runtime, freezer=freezer)
+    return backend_of(cfg)(cfg, device, owner, tag, runtime=runtime, freezer=freezer)
 
 
 def remove_stale_sandboxes(owner: str, device: str, backend: str = DEFAULT_BACKEND) -> int:

@@ -23,7 +23,13 @@ from typing import Any
 
 import docker.errors
 
-from isolation import ImageMissing, docker_client, host_python_mounts, run_container
+from isolation import (
+    ImageMissing,
+    docker_client,
+    ensure_image,
+    host_python_mounts,
+    run_container,
+)
 from isolation.hardening import hardened_options
 from isolation.taskenv import TaskRuntime
 from judge.config import SandboxConfig
@@ -437,6 +443,15 @@ class DockerSandbox(Sandbox):
             with suppress(Exception):
                 self.client.api.remove_container(box.id, force=True)
         self.containers.clear()
+
+    @classmethod
+    def prepare(cls, cfg: SandboxConfig) -> None:
+        # No engine, or an image it cannot make, is one line; a missing base image is made.
+        client = docker_client()
+        try:
+            ensure_image(client, str(cfg.image))
+        finally:
+            client.close()
 
     @classmethod
     def remove_stale(cls, owner: str, device: str) -> int:

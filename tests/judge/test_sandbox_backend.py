@@ -44,6 +44,10 @@ class Fake(Sandbox):
         pass
 
     @classmethod
+    def prepare(cls, cfg):
+        pass
+
+    @classmethod
     def remove_stale(cls, owner, device):
         cls.removed.append((owner, device))
         return 3
