@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from isolation.hardening import hardened_options
 from isolation.images import (
     DockerUnavailable,
     base_tag,
@@ -33,7 +34,7 @@ from isolation.images import (
     host_python_mounts,
     run_container,
 )
-from isolation.taskenv import BUILD_DIR, TaskRuntime
+from isolation.taskenv import TaskRuntime
 from isolation.workspace import AgentWorkspace, ArmWorkspace
 from registry import Registry
 
@@ -376,25 +377,21 @@ def docker_options(spec: AgentSpec) -> dict[str, Any]:
         ARM_LABEL: spec.arm,
         AGENT_LABEL: spec.agent,
     }
-    options: dict[str, Any] = dict(
-        name=_container_name(spec),
-        detach=True,
+    # The profile the judge's containers share (isolation.hardening), /build included: the
+    # agent builds and runs what the task's build makes where the judge does.
+    options: dict[str, Any] = hardened_options(
         user=f"{uid}:{gid}",
+        memory=spec.memory,
+        pids_limit=spec.pids_limit,
+        tmp_size=spec.tmp_size,
+        build_size=spec.build_size,
+        network=spec.network or "none",
+    )
+    options.update(
+        name=_container_name(spec),
         working_dir=CONTAINER_PATHS["repo"],
         environment=docker_env(spec),
         volumes=docker_mounts(spec),
-        network_mode=spec.network or "none",
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        read_only=True,
-        tmpfs={
-            "/tmp": f"rw,nosuid,nodev,size={spec.tmp_size}",
-            # Where the agent builds and runs what the task's build makes, as the judge does.
-            BUILD_DIR: f"rw,nosuid,nodev,exec,size={spec.build_size},mode=1777",
-        },
-        mem_limit=spec.memory,
-        memswap_limit=spec.memory,
-        pids_limit=spec.pids_limit,
         labels=labels,
     )
     # An init process reaps the zombies an agent's tools leave (they count against the
