@@ -56,6 +56,7 @@ from judge.sandbox import (
     SandboxContainer,
     answered_retry,
     fault_reason,
+    open_sandbox,
 )
 from judge.verdict import Evaluation, Outcome, Verdict
 
@@ -144,7 +145,7 @@ class WarmBaseline:
             self.close()
         if self.box is None:
             task, judge = self.cfg.task, self.cfg.judge
-            sandbox = Sandbox(
+            sandbox = open_sandbox(
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,
@@ -734,7 +735,7 @@ class _Run:
         task, judge = self.task, self.judge
         tree = checked_tree(self)
         with self.stage("sandbox"):
-            self.sandbox = Sandbox(
+            self.sandbox = open_sandbox(
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,
@@ -804,7 +805,7 @@ class _Run:
         task, judge = self.task, self.judge
         tree = checked_tree(self)
         with self.stage("sandbox"):
-            self.sandbox = Sandbox(
+            self.sandbox = open_sandbox(
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,

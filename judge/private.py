@@ -33,7 +33,13 @@ from isolation.taskenv import (
     toolchain_outputs,
 )
 from judge.integrity import zone_hashes
-from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer, sandbox_python
+from judge.sandbox import (
+    InfrastructureFault,
+    Sandbox,
+    SandboxContainer,
+    open_sandbox,
+    sandbox_python,
+)
 from tasks.schema import PROJECT_ROOT, task_root
 
 # 2: per-sets_seed stored sets; timing, B=1 and re-check prompts drawn per evaluation.
@@ -438,7 +444,7 @@ def _references_runner(cfg: DictConfig) -> Callable:
 def _run_baseline(
     cfg: DictConfig, baseline: Path, sets: list[InputSet], progress: Progress
 ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
-    sandbox = Sandbox(
+    sandbox = open_sandbox(
         cfg.judge.sandbox,
         cfg.judge.device,
         owner="setup",

@@ -175,3 +175,13 @@ def test_the_judges_face_names_what_it_exports():
 
     for name in judge.__all__:
         assert getattr(judge, name) is not None, name
+
+
+def test_benchmarks_import_no_test_helper():
+    """``bench/`` scripts run from the product alone: nothing of ``tests`` (issue 25)."""
+    offenders = {}
+    for path in sorted((PROJECT_ROOT / "bench").glob("*.py")):
+        found = _imports(path.stem, path, {"tests": path})
+        if found:
+            offenders[path.name] = sorted(found)
+    assert not offenders, f"bench/ imports test helpers: {offenders}"

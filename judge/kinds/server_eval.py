@@ -69,6 +69,7 @@ from judge.sandbox import (
     SandboxContainer,
     answered_retry,
     fault_reason,
+    open_sandbox,
 )
 from judge.verdict import Evaluation, Outcome, Verdict
 
@@ -828,7 +829,7 @@ class _ServerRun:
         check_correctness_settings(self.server_cfg)
         tree = checked_tree(self)
         with self.stage("sandbox"):
-            self.sandbox = Sandbox(
+            self.sandbox = open_sandbox(
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,
@@ -1053,7 +1054,7 @@ def baseline_references(
         check_correctness_settings(task.server)
     except InfrastructureFault as exc:
         raise BaselineBuildFailed(f"{exc} — fix task.yaml") from None
-    sandbox = Sandbox(
+    sandbox = open_sandbox(
         judge.sandbox,
         judge.device,
         owner="setup",
