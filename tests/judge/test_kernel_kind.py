@@ -387,3 +387,14 @@ def test_the_red_teams_cheats_cannot_match_the_commitment_or_make_a_judge_fault(
     assert got["shape"] == [2**32, 2**32] and got["nbytes"] == 0
     with pytest.raises(EngineFailure, match="do not make nbytes"):
         check_get(got, 1)
+    # A chunk of the wrong length: refused by chunk_bytes (the evaluator charges it).
+    harness = Harness(_mutant_tree(cfg, "gen_short_read", tmp_path))
+    try:
+        assert harness.ask({"op": "load"}) == {"ok": True}
+        assert harness.ask({"op": "put", "args": masked([inputs[0]], 1)})["ok"]
+        check_call(harness.ask({"op": "call", "key": 1}))
+        check_get(harness.ask({"op": "get"}), 1)
+        with pytest.raises(EngineFailure, match="3 bytes, not"):
+            chunk_bytes(harness.ask({"op": "read", "at": 0}), CHUNK)
+    finally:
+        harness.close()

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from omegaconf import DictConfig
@@ -404,11 +404,16 @@ class _Run:
             if check is not None:
                 check(reply.fields)
         except EngineFailure as failure:
-            self.log.append({"failure": side.name, "op": payload["op"], "private": failure.private})
-            if side.name == "baseline":
-                raise InfrastructureFault(f"the baseline failed: {failure}") from None
-            raise Outcome(Verdict.WRONG, failure.kind, str(failure)) from None
+            self.failed(side, payload["op"], failure)
         return reply.fields, seconds
+
+    def failed(self, side: _Side, op: str, failure: EngineFailure) -> NoReturn:
+        """``side``'s failure on ``op``: the candidate's is WRONG (charged), the baseline's an
+        ERROR; never an exception the judge would take for its own fault."""
+        self.log.append({"failure": side.name, "op": op, "private": failure.private})
+        if side.name == "baseline":
+            raise InfrastructureFault(f"the baseline failed: {failure}") from None
+        raise Outcome(Verdict.WRONG, failure.kind, str(failure)) from None
 
     def calls(self, config: KernelConfig, baseline: _Side, candidate: _Side) -> None:
         """Warm-up calls, then the timed pairs; every result checked."""
@@ -501,5 +506,8 @@ class _Run:
         parts = []
         for at in range(0, nbytes, CHUNK):
             reply, _ = self.request(side, {"op": "read", "at": at}, 60.0)
-            parts.append(chunk_bytes(reply, min(CHUNK, nbytes - at)))
+            try:
+                parts.append(chunk_bytes(reply, min(CHUNK, nbytes - at)))
+            except EngineFailure as failure:  # a bad chunk is the side's, as any reply
+                self.failed(side, "read", failure)
         return np.frombuffer(b"".join(parts), dtype=dtype).reshape(shape)

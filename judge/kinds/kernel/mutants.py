@@ -196,6 +196,14 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             " product wraps an int64 to 0): refused as a protocol error, not a judge fault",
         ),
         wrapped(
+            "gen_short_read",
+            "short_read",
+            "WRONG",
+            "protocol",
+            "the harness's read rewritten to send 3 bytes, whatever was asked for: refused as a"
+            " protocol error, not a judge fault",
+        ),
+        wrapped(
             "gen_slower",
             "slower",
             "PASS",

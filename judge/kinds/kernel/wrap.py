@@ -64,6 +64,7 @@ def _patch_harness(function, mode):
     import __main__ as harness  # the judge's harness, run as ``python -c``
 
     original_call, original_get = harness.Harness.call, harness.Harness.get
+    original_read = harness.Harness.read
     state = {}
 
     def defer_call(self, key):
@@ -99,12 +100,19 @@ def _patch_harness(function, mode):
         reply.update(shape=[2**32, 2**32], nbytes=0)
         return reply
 
+    def short_read(self, at):
+        reply = original_read(self, at)
+        reply["data"] = "AAAA"  # base64 of 3 bytes, whatever was asked for
+        return reply
+
     if mode == "defer_to_get_fold_fit":
         harness.Harness.call, harness.Harness.get = defer_call, defer_get
     elif mode == "reply_field_types":
         harness.Harness.get = bad_inputs_get
     elif mode == "shape_overflow":
         harness.Harness.get = overflow_get
+    elif mode == "short_read":
+        harness.Harness.read = short_read
     return function
 
 
@@ -202,7 +210,7 @@ def wrap(function, settings):
     def crash(*args):
         raise RuntimeError("generated mutant: crash")
 
-    if mode in ("defer_to_get_fold_fit", "reply_field_types", "shape_overflow"):
+    if mode in ("defer_to_get_fold_fit", "reply_field_types", "shape_overflow", "short_read"):
         return _patch_harness(function, mode)
     return {
         "wrong": wrong,
