@@ -1,0 +1,52 @@
+"""``python -m analysis.plan DIR [DIR ...] [--out OUT] [--minutes M] [--draws N] [--quick]``.
+
+Prints the plan (Markdown) and writes its tables, figure and ``plan.md`` to OUT (default:
+``<first DIR>/analysis/plan``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from analysis.plan.build import make_plan, render, write_plan
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the planner; 0 on success, 2 when a folder holds no run."""
+    parser = argparse.ArgumentParser(prog="python -m analysis.plan", description=__doc__)
+    parser.add_argument("dirs", nargs="+", type=Path, help="finished run or sweep folders")
+    parser.add_argument("--out", type=Path, help="where to write (default: DIR/analysis/plan)")
+    parser.add_argument(
+        "--minutes", type=float, help="simulated run length (default: the runs' budget)"
+    )
+    parser.add_argument("--draws", type=int, default=200, help="draws per power estimate")
+    parser.add_argument("--max-seeds", type=int, default=10, help="most seeds per arm tried")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one simulation per table row instead of three (a rough table, faster)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        plan = make_plan(
+            args.dirs,
+            horizon_s=args.minutes * 60 if args.minutes else None,
+            replications=1 if args.quick else 3,
+            draws=args.draws,
+            max_seeds=args.max_seeds,
+        )
+    except ValueError as exc:
+        print(f"analysis.plan: {exc}", file=sys.stderr)
+        return 2
+    out = args.out or args.dirs[0] / "analysis" / "plan"
+    write_plan(plan, out)
+    print(render(plan, figure=str(out / "plan.png")))
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
