@@ -25,6 +25,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=200, help="draws per power estimate")
     parser.add_argument("--max-seeds", type=int, default=10, help="most seeds per arm tried")
     parser.add_argument(
+        "--seats", help="seats per arm to simulate, comma-separated (default: 1,2,5,10,20,50,100)"
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="one simulation per table row instead of three (a rough table, faster)",
@@ -37,6 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             replications=1 if args.quick else 3,
             draws=args.draws,
             max_seeds=args.max_seeds,
+            **({"seats": [int(x) for x in args.seats.split(",")]} if args.seats else {}),
         )
     except ValueError as exc:
         print(f"analysis.plan: {exc}", file=sys.stderr)

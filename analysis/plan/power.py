@@ -201,7 +201,12 @@ def early_signal(
     rows = []
     for f, got in pairs.items():
         frame = pd.DataFrame(got, columns=["early", "final"])
-        rho = frame["early"].corr(frame["final"], method="spearman") if len(frame) >= 3 else None
+        rho = None
+        if len(frame) >= 3:
+            # Spearman: Pearson on the ranks (ties averaged); pandas' own needs scipy.
+            ranks = frame.rank()
+            if ranks["early"].std() > 0 and ranks["final"].std() > 0:
+                rho = float(np.corrcoef(ranks["early"], ranks["final"])[0, 1])
         rows.append(
             {
                 "fraction": f,
