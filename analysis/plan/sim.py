@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -251,13 +251,14 @@ def replay(jobs: list[Job], setup: JudgeSetup, horizon_s: float) -> tuple[Outcom
 
 def simulate(
     fit: Fit,
-    seats_per_arm: int,
+    seats_per_arm: int | Mapping[str, int],
     setup: JudgeSetup,
     horizon_s: float,
     *,
     seed: int = 0,
 ) -> Outcome:
-    """Run a fitted team of ``seats_per_arm`` seats in every arm against a simulated judge.
+    """Run a fitted team of ``seats_per_arm`` seats in every arm (or, a mapping, that many in
+    each arm it names; arms it leaves out get none) against a simulated judge.
 
     Each seat starts at one of its arm's recorded first-submission times, then loops: submit,
     wait for the verdict, wait a recorded think time. Outcomes (and their untimed and timed
@@ -293,7 +294,11 @@ def simulate(
     for pace in fit.arms.values():
         if not pace.mix:
             continue
-        for _ in range(seats_per_arm):
+        if isinstance(seats_per_arm, Mapping):
+            count = int(seats_per_arm.get(pace.arm, 0))
+        else:
+            count = int(seats_per_arm)
+        for _ in range(count):
             env.process(seat(pace))
     env.run(until=horizon_s + 1e-9)
     return summarise(sim_jobs, pool.busy, horizon_s, setup.devices)
