@@ -256,9 +256,14 @@ def simulate(
     horizon_s: float,
     *,
     seed: int = 0,
+    evaluations_per_arm: int | None = None,
 ) -> Outcome:
     """Run a fitted team of ``seats_per_arm`` seats in every arm (or, a mapping, that many in
     each arm it names; arms it leaves out get none) against a simulated judge.
+
+    ``evaluations_per_arm``: the run's ``budget.evaluations`` (per arm): an arm submits no more
+    once it has submitted that many, and the simulated run ends when the last of them is judged
+    (or at ``horizon_s``), as the runner ends a run whose evaluations are spent.
 
     Each seat starts at one of its arm's recorded first-submission times, then loops: submit,
     wait for the verdict, wait a recorded think time. Outcomes (and their untimed and timed
@@ -268,11 +273,16 @@ def simulate(
     env = simpy.Environment()
     pool = JudgePool(env, setup)
     sim_jobs: list[SimJob] = []
+    submitted: dict[str, int] = dict.fromkeys(fit.arms, 0)
 
     def seat(pace: ArmPace):
         first = rng.choice(pace.first_s) if pace.first_s else 0.0
         yield env.timeout(first)
         while env.now < horizon_s:
+            if evaluations_per_arm is not None:
+                if submitted[pace.arm] >= evaluations_per_arm:
+                    return
+                submitted[pace.arm] += 1
             outcome = rng.choices(list(pace.mix), weights=list(pace.mix.values()))[0]
             untimed, timed = rng.choice(pace.service[outcome])
             job = SimJob(
@@ -301,4 +311,7 @@ def simulate(
         for _ in range(count):
             env.process(seat(pace))
     env.run(until=horizon_s + 1e-9)
-    return summarise(sim_jobs, pool.busy, horizon_s, setup.devices)
+    end = horizon_s
+    if evaluations_per_arm is not None and all(j.finished_s is not None for j in sim_jobs):
+        end = max((j.finished_s for j in sim_jobs if j.finished_s is not None), default=end)
+    return summarise(sim_jobs, pool.busy, end, setup.devices)

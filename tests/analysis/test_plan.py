@@ -248,3 +248,12 @@ def test_a_sweep_plan_carries_the_power_table(tmp_path: Path):
     assert plan.power is not None and len(plan.replays) == 3
     text = render(plan, figure=None)
     assert "Seeds and power (simulation)" in text and "shared one judge" in text
+
+
+def test_an_evaluation_budget_ends_the_simulated_run_when_it_is_judged():
+    fit = fit_runs([read_run(DEMO)])
+    out = simulate(fit, {"swarm": 4, "solo": 1}, JudgeSetup(policy="fair"), 3600.0,
+                   evaluations_per_arm=12)  # fmt: skip
+    assert out.per_arm == {"swarm": 12, "solo": 12}
+    # The run ends with its last verdict, long before the hour: its length is the prediction.
+    assert out.horizon_s < 600 and out.utilisation > 0.5
