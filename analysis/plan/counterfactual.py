@@ -13,10 +13,10 @@ from dataclasses import replace
 
 import pandas as pd
 
-from analysis.plan.fit import RunRecord
-from analysis.plan.sim import JudgeSetup, SimJob, replay
+from analysis.plan.fit import Fit, RunRecord
+from analysis.plan.sim import JudgeSetup, SimJob, replay, simulate
 
-__all__ = ["own_setup", "replay_table", "scenarios", "self_replay_error"]
+__all__ = ["own_setup", "predict_run", "replay_table", "scenarios", "self_replay_error"]
 
 
 def own_setup(run: RunRecord, duplicate_s: float = 0.05) -> JudgeSetup:
@@ -117,4 +117,42 @@ def self_replay_error(run: RunRecord, duplicate_s: float = 0.05) -> dict[str, di
         measured = run.measured[name]
         error = abs(sim - measured) / abs(measured) if measured else (0.0 if sim == 0 else 1.0)
         out[name] = {"measured": measured, "simulated": sim, "relative_error": error}
+    return out
+
+
+def predict_run(
+    fit: Fit, target: RunRecord, *, speed: float = 1.0, replications: int = 5
+) -> dict[str, dict[str, float]]:
+    """Predict another run from a fitted pilot: ``target``'s seats per arm, queue policy,
+    devices, evaluations budget and phase, simulated ``replications`` times with the pilot's
+    pace and judge seconds (``speed``: how much faster the target's judge is), against what
+    ``target`` measured. A budget-limited run is predicted to its end (``phase_s``).
+
+    Returns:
+        Per quantity (evaluations, utilisation, mean_queue_wait_s, phase_s): measured,
+        simulated (the mean over replications) and relative_error.
+    """
+    setup = JudgeSetup(
+        devices=target.devices, speed=speed, policy=target.policy, duplicate_s=fit.duplicate_s
+    )
+    seats = {arm: len(names) for arm, names in target.seats.items()}
+    horizon = target.budget_s if target.evaluations_per_arm else target.phase_s
+    outs = [
+        simulate(
+            fit, seats, setup, horizon, seed=seed, evaluations_per_arm=target.evaluations_per_arm
+        )
+        for seed in range(replications)
+    ]
+    simulated = {
+        "evaluations": sum(o.evaluations for o in outs) / len(outs),
+        "utilisation": sum(o.utilisation for o in outs) / len(outs),
+        "mean_queue_wait_s": sum(o.mean_wait_s for o in outs) / len(outs),
+        "phase_s": sum(o.horizon_s for o in outs) / len(outs),
+    }
+    measured = {**target.measured, "phase_s": target.phase_s}
+    out = {}
+    for name, sim in simulated.items():
+        value = measured[name]
+        error = abs(sim - value) / abs(value) if value else (0.0 if sim == 0 else 1.0)
+        out[name] = {"measured": value, "simulated": sim, "relative_error": error}
     return out

@@ -102,6 +102,8 @@ class RunRecord:
     # What the run's own tables measured (analysis.tables' arms rows, summed over arms).
     measured: dict[str, float]
     tables: Tables | None = None
+    # budget.evaluations when its scope is per arm (the run ends once they are judged).
+    evaluations_per_arm: int | None = None
 
 
 def run_dirs(paths: list[Path]) -> list[Path]:
@@ -239,7 +241,14 @@ def read_run(run_dir: Path, *, multi: bool = False) -> RunRecord:
         first_s=first,
         measured=_measured(tables, phase_s),
         tables=tables,
+        evaluations_per_arm=_per_arm_evaluations(budget_cfg),
     )
+
+
+def _per_arm_evaluations(budget: dict[str, Any]) -> int | None:
+    limit = budget.get("evaluations")
+    scope = (budget.get("scope") or {}).get("evaluations", "per_arm")
+    return int(limit) if limit is not None and scope == "per_arm" else None
 
 
 def _fill_unjudged(jobs: list[Job]) -> list[Job]:

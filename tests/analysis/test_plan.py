@@ -15,7 +15,7 @@ import pytest
 
 from analysis.plan import make_plan, render
 from analysis.plan.__main__ import main
-from analysis.plan.counterfactual import replay_table, scenarios, self_replay_error
+from analysis.plan.counterfactual import predict_run, replay_table, scenarios, self_replay_error
 from analysis.plan.fit import Job, fit_runs, read_run, run_dirs
 from analysis.plan.power import early_signal, pilot, power_at, power_table
 from analysis.plan.sim import JudgeSetup, replay, simulate
@@ -257,3 +257,18 @@ def test_an_evaluation_budget_ends_the_simulated_run_when_it_is_judged():
     assert out.per_arm == {"swarm": 12, "solo": 12}
     # The run ends with its last verdict, long before the hour: its length is the prediction.
     assert out.horizon_s < 600 and out.utilisation > 0.5
+
+
+def test_the_fitted_model_predicts_the_run_it_was_fitted_on():
+    """The closed loop (fitted pace, drawn outcomes, the run's 12-evaluation budget per arm)
+    gives back the run's length, utilisation and mean wait within 10%; with a judge half as
+    fast it predicts a longer run, and says so."""
+    run = read_run(DEMO)
+    assert run.evaluations_per_arm == 12
+    fit = fit_runs([run])
+    same = predict_run(fit, run)
+    for name in ("evaluations", "utilisation", "mean_queue_wait_s", "phase_s"):
+        assert same[name]["relative_error"] < 0.10, (name, same[name])
+    slower = predict_run(fit, run, speed=0.5)
+    assert slower["phase_s"]["simulated"] > 1.5 * same["phase_s"]["simulated"]
+    assert slower["phase_s"]["relative_error"] > 0.3
