@@ -272,3 +272,19 @@ def test_the_fitted_model_predicts_the_run_it_was_fitted_on():
     slower = predict_run(fit, run, speed=0.5)
     assert slower["phase_s"]["simulated"] > 1.5 * same["phase_s"]["simulated"]
     assert slower["phase_s"]["relative_error"] > 0.3
+
+
+def test_the_report_ends_with_the_planners_section_when_asked(tmp_path: Path):
+    from analysis.report.build import build_report
+
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    plain = build_report(run).path.read_text()
+    assert "Planner (simulation)" not in plain
+    text = build_report(run, plan=True).path.read_text()
+    assert text.startswith(plain.rstrip("\n"))  # the report itself is unchanged
+    assert (
+        "## Planner (simulation)" in text
+        and "![Team size x judge (simulation)](plan/plan.png)" in text
+    )
+    assert (run / "analysis" / "plan" / "plan.png").is_file()
