@@ -17,7 +17,7 @@ import json
 import sqlite3
 from collections import defaultdict
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -261,7 +261,7 @@ def _fill_unjudged(jobs: list[Job]) -> list[Job]:
         if not j.judged:
             s = medians.get(j.arm)
             s = 0.0 if s is None or pd.isna(s) else s
-            j = Job(**{**j.__dict__, "service_s": s, "full_s": s})
+            j = replace(j, service_s=s, full_s=s)
         out.append(j)
     return out
 
