@@ -344,7 +344,7 @@ def render(plan: Plan, *, figure: str | None = "plan.png", level: int = 2) -> st
     out += ["", f"{h}# Seeds and power ({LABEL})", ""]
     spread = plan.pilot.spread()
     out += _md(
-        ["arm", "seeds", "median x", "sd", "min", "max"],
+        ["arm", "seeds", "median x", "sd", "min", "max", "sd of raw best", "sd of re-judged"],
         [
             [
                 r.arm,
@@ -353,6 +353,8 @@ def render(plan: Plan, *, figure: str | None = "plan.png", level: int = 2) -> st
                 _fmt(r.sd, 3),
                 _fmt(r.min, 3),
                 _fmt(r.max, 3),
+                _fmt(r.best_x_sd, 3),
+                _fmt(r.rejudged_x_sd, 3),
             ]
             for r in spread.itertuples()
         ],

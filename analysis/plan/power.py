@@ -42,12 +42,15 @@ BOOTSTRAP_MIN = 6
 class Pilot:
     """Per seed and arm: the arm's value and cost, from the runs read."""
 
-    values: pd.DataFrame  # run_id, arm, value, judge_hours, output_tokens, cost_usd
+    # run_id, arm, value (compared), best_x, rejudged_x, judge_hours, output_tokens, cost_usd
+    values: pd.DataFrame
     noise_sigma: float | None
 
     def spread(self) -> pd.DataFrame:
-        """Per arm: seeds, median, standard deviation (ddof 1), min and max of its values."""
-        g = self.values.groupby("arm", sort=False)["value"]
+        """Per arm: seeds, median, standard deviation (ddof 1), min and max of its values (the
+        compared value), and the sd of its raw best and of its re-judged best apart."""
+        groups = self.values.groupby("arm", sort=False)
+        g = groups["value"]
         return pd.DataFrame(
             {
                 "seeds": g.size(),
@@ -55,6 +58,8 @@ class Pilot:
                 "sd": g.std(ddof=1),
                 "min": g.min(),
                 "max": g.max(),
+                "best_x_sd": groups["best_x"].std(ddof=1),
+                "rejudged_x_sd": groups["rejudged_x"].std(ddof=1),
             }
         ).reset_index()
 
@@ -92,6 +97,8 @@ def pilot(runs: Sequence[RunRecord]) -> Pilot:
                     "run_id": run.run_id,
                     "arm": row["arm"],
                     "value": _arm_value(row),
+                    "best_x": pd.to_numeric(row.get("best_x_baseline"), errors="coerce"),
+                    "rejudged_x": pd.to_numeric(row.get("rejudged_x_baseline"), errors="coerce"),
                     "judge_hours": float(row["judge_seconds"]) / 3600,
                     "output_tokens": float(out) if pd.notna(out) else np.nan,
                     "cost_usd": float(cost.sum()) if len(cost) else np.nan,
@@ -101,7 +108,17 @@ def pilot(runs: Sequence[RunRecord]) -> Pilot:
             if pd.notna(sd):
                 noise.append(float(sd))
     values = pd.DataFrame.from_records(
-        rows, columns=["run_id", "arm", "value", "judge_hours", "output_tokens", "cost_usd"]
+        rows,
+        columns=[
+            "run_id",
+            "arm",
+            "value",
+            "best_x",
+            "rejudged_x",
+            "judge_hours",
+            "output_tokens",
+            "cost_usd",
+        ],
     )
     return Pilot(values, float(np.median(noise)) if noise else None)
 

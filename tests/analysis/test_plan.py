@@ -211,6 +211,9 @@ def test_power_grows_with_seeds_and_a_clear_gap_needs_few(tmp_path: Path):
     spread = p.spread().set_index("arm")
     assert spread.loc["swarm", "seeds"] == 4
     assert spread.loc["swarm", "median"] == pytest.approx(4.05, abs=1e-6)
+    # The compared value is the re-judged best: its spread is the values' own.
+    assert spread.loc["swarm", "rejudged_x_sd"] == pytest.approx(spread.loc["swarm", "sd"])
+    assert spread.loc["swarm", "best_x_sd"] > 0
     low = power_at(p, 3, 0.20, draws=40)
     high = power_at(p, 8, 0.20, draws=40)
     assert low == 0.0  # 3 vs 3 seeds: the report's test cannot reach p < 0.05
