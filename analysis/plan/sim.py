@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,17 +128,16 @@ class JudgePool:
             self.arrived.succeed()
 
     def _pick(self) -> SimJob:
-        if self.setup.policy == "fair":
-            # judge.queue: the key whose latest start is oldest (never served: first), then id.
-            key: Callable[[SimJob], tuple] = lambda j: (  # noqa: E731
-                self.last_start.get(j.fair_key, -math.inf),
-                j.seq,
-            )
-        else:
-            key = lambda j: (j.seq,)  # noqa: E731
-        job = min(self.queue, key=key)
+        job = min(self.queue, key=self._order)
         self.queue.remove(job)
         return job
+
+    def _order(self, job: SimJob) -> tuple[float, int]:
+        """``judge.queue``'s claim order: fifo by id; fair by the latest start of the job's key
+        (never served: first), then by id."""
+        if self.setup.policy == "fair":
+            return (self.last_start.get(job.fair_key, -math.inf), job.seq)
+        return (0.0, job.seq)
 
     def _is_duplicate(self, job: SimJob) -> bool:
         mode = self.setup.dedupe

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from analysis.plan.fit import Fit
-from analysis.plan.sim import SATURATED, JudgeSetup, simulate
+from analysis.plan.sim import SATURATED, JudgeSetup, Outcome, simulate
 
 __all__ = ["DEVICES", "REPLICATIONS", "SEATS", "SPEEDS", "knees", "team_table"]
 
@@ -69,23 +69,26 @@ def team_table(
                     ]
                     cells[overlap] = outs
                 plain = cells[False]
-                mean = lambda name, outs: sum(getattr(o, name) for o in outs) / len(outs)  # noqa: E731
-                utilisation = mean("utilisation", plain)
+                utilisation = _mean("utilisation", plain)
                 rows.append(
                     {
                         "seats_per_arm": n,
                         "speed": speed,
                         "devices": count,
-                        "evaluations": mean("evaluations", plain),
+                        "evaluations": _mean("evaluations", plain),
                         "utilisation": utilisation,
-                        "mean_wait_s": mean("mean_wait_s", plain),
-                        "p95_wait_s": mean("p95_wait_s", plain),
-                        "evaluations_overlap": mean("evaluations", cells[True]),
-                        "utilisation_overlap": mean("utilisation", cells[True]),
+                        "mean_wait_s": _mean("mean_wait_s", plain),
+                        "p95_wait_s": _mean("p95_wait_s", plain),
+                        "evaluations_overlap": _mean("evaluations", cells[True]),
+                        "utilisation_overlap": _mean("utilisation", cells[True]),
                         "saturated": utilisation >= SATURATED,
                     }
                 )
     return pd.DataFrame.from_records(rows)
+
+
+def _mean(name: str, outs: Sequence[Outcome]) -> float:
+    return sum(getattr(o, name) for o in outs) / len(outs)
 
 
 def knees(table: pd.DataFrame) -> pd.DataFrame:
