@@ -252,18 +252,16 @@ def _per_arm_evaluations(budget: dict[str, Any]) -> int | None:
 
 
 def _fill_unjudged(jobs: list[Job]) -> list[Job]:
-    medians = {
-        arm: float(pd.Series([j.full_s for j in jobs if j.arm == arm and j.judged]).median())
-        for arm in {j.arm for j in jobs}
-    }
-    out = []
-    for j in jobs:
-        if not j.judged:
-            s = medians.get(j.arm)
-            s = 0.0 if s is None or pd.isna(s) else s
-            j = replace(j, service_s=s, full_s=s)
-        out.append(j)
-    return out
+    """A job never judged takes its arm's median judge seconds, else the run's (an arm with
+    nothing judged yet), else 0."""
+    judged = pd.Series([j.full_s for j in jobs if j.judged], dtype=float)
+    overall = float(judged.median()) if len(judged) else 0.0
+    medians = {}
+    for arm in {j.arm for j in jobs}:
+        mine = pd.Series([j.full_s for j in jobs if j.arm == arm and j.judged], dtype=float)
+        medians[arm] = float(mine.median()) if len(mine) else overall
+    return [j if j.judged else replace(j, service_s=medians[j.arm], full_s=medians[j.arm])
+            for j in jobs]  # fmt: skip
 
 
 def _pace(subs: pd.DataFrame, phase_s: float) -> tuple[dict[str, list[float]], dict]:

@@ -291,3 +291,16 @@ def test_the_report_ends_with_the_planners_section_when_asked(tmp_path: Path):
         and "![Team size x judge (simulation)](plan/plan.png)" in text
     )
     assert (run / "analysis" / "plan" / "plan.png").is_file()
+
+
+def test_a_submission_never_judged_is_replayed_at_its_arms_median(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(DEMO, run_dir)
+    with closing(sqlite3.connect(run_dir / "events.sqlite")) as db, db:
+        db.execute("DELETE FROM evaluations WHERE job_id = 88")  # withdrawn at the deadline
+    run = read_run(run_dir)
+    [never] = [j for j in run.jobs if not j.judged]
+    solo = pd.Series([j.service_s for j in run.jobs if j.arm == "solo" and j.judged])
+    assert never.arm == "solo" and never.outcome == "not evaluated"
+    assert never.service_s == pytest.approx(solo.median())
+    assert len(run.jobs) == 24
