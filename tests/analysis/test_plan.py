@@ -304,3 +304,21 @@ def test_a_submission_never_judged_is_replayed_at_its_arms_median(tmp_path: Path
     assert never.arm == "solo" and never.outcome == "not evaluated"
     assert never.service_s == pytest.approx(solo.median())
     assert len(run.jobs) == 24
+
+
+def test_a_closed_loop_of_fixed_times_gives_the_arithmetic():
+    """One arm, every evaluation 10 s, a seat waits 5 s after each verdict: one seat keeps a
+    judge busy 10 s in 15; two seats saturate one device; a second device serves them both."""
+    from analysis.plan.fit import ArmPace, Fit
+
+    pace = ArmPace("a", seats=1, submissions=1, per_seat_hour=0.0, think_s=[5.0],
+                   first_s=[0.0], mix={"PASS": 1.0}, service={"PASS": [(0.0, 10.0)]})  # fmt: skip
+    fit = Fit(runs=[], arms={"a": pace}, duplicate_s=0.05)
+    one = simulate(fit, 1, JudgeSetup(), 1500.0)
+    assert one.evaluations == 100 and one.utilisation == pytest.approx(1000 / 1500, abs=0.01)
+    two = simulate(fit, 2, JudgeSetup(), 1500.0)
+    assert two.evaluations == 150 and two.utilisation == pytest.approx(1.0)
+    # Each seat's next submission waits behind the other's evaluation: 5 s each time.
+    assert two.mean_wait_s == pytest.approx(5.0, abs=0.2)
+    wide = simulate(fit, 2, JudgeSetup(devices=2), 1500.0)
+    assert wide.evaluations == 200 and wide.mean_wait_s == 0.0
