@@ -136,7 +136,10 @@ def predict_run(
         devices=target.devices, speed=speed, policy=target.policy, duplicate_s=fit.duplicate_s
     )
     seats = {arm: len(names) for arm, names in target.seats.items()}
-    horizon = target.budget_s if target.evaluations_per_arm else target.phase_s
+    # A run its evaluations budget ended is predicted to that end (its length is a
+    # prediction); any other ends where it ended (its deadline, or an interruption).
+    by_budget = target.evaluations_per_arm is not None and target.ended_by == "evaluations"
+    horizon = target.budget_s if by_budget else target.phase_s
     outs = [
         simulate(
             fit, seats, setup, horizon, seed=seed, evaluations_per_arm=target.evaluations_per_arm

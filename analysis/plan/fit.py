@@ -104,6 +104,8 @@ class RunRecord:
     tables: Tables | None = None
     # budget.evaluations when its scope is per arm (the run ends once they are judged).
     evaluations_per_arm: int | None = None
+    # What ended the run (meta ``ended_by``: ``deadline``, ``evaluations``, ``interrupted``...).
+    ended_by: str = ""
 
 
 def run_dirs(paths: list[Path]) -> list[Path]:
@@ -242,6 +244,7 @@ def read_run(run_dir: Path, *, multi: bool = False) -> RunRecord:
         measured=_measured(tables, phase_s),
         tables=tables,
         evaluations_per_arm=_per_arm_evaluations(budget_cfg),
+        ended_by=str(info.meta.get("ended_by") or ""),
     )
 
 
