@@ -1,4 +1,5 @@
-"""``python -m analysis.plan DIR [DIR ...] [--out OUT] [--minutes M] [--draws N] [--quick]``.
+"""``python -m analysis.plan DIR [DIR ...] [--out OUT] [--minutes M] [--seats 1,2,5]
+[--speeds 1,2] [--draws N] [--max-seeds N] [--quick]``.
 
 Prints the plan (Markdown) and writes its tables, figure and ``plan.md`` to OUT (default:
 ``<first DIR>/analysis/plan``).
@@ -28,6 +29,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--seats", help="seats per arm to simulate, comma-separated (default: 1,2,5,10,20,50,100)"
     )
     parser.add_argument(
+        "--speeds",
+        help="judge speeds to simulate, relative to the recorded judge, comma-separated "
+        "(default: 1,2; 0.5: a judge half as fast, e.g. a loaded machine)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="one simulation per table row instead of three (a rough table, faster)",
@@ -41,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             draws=args.draws,
             max_seeds=args.max_seeds,
             **({"seats": [int(x) for x in args.seats.split(",")]} if args.seats else {}),
+            **({"speeds": [float(x) for x in args.speeds.split(",")]} if args.speeds else {}),
         )
     except ValueError as exc:
         print(f"analysis.plan: {exc}", file=sys.stderr)

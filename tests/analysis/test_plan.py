@@ -231,7 +231,23 @@ def test_power_grows_with_seeds_and_a_clear_gap_needs_few(tmp_path: Path):
 
 def test_the_cli_prints_and_writes_the_plan(tmp_path: Path, capsys):
     out = tmp_path / "plan"
-    assert main([str(DEMO), "--out", str(out), "--quick", "--seats", "1,2"]) == 0
+    assert (
+        main(
+            [
+                str(DEMO),
+                "--out",
+                str(out),
+                "--quick",
+                "--seats",
+                "1,2",
+                "--speeds",
+                "1,0.5",
+                "--minutes",
+                "5",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "Planner (simulation)" in printed and "The knee (simulation)" in printed
     assert "Counterfactual replay (simulation)" in printed
@@ -241,6 +257,7 @@ def test_the_cli_prints_and_writes_the_plan(tmp_path: Path, capsys):
     assert (out / "plan.png").read_bytes()[:4] == b"\x89PNG"
     team = pd.read_csv(out / "team.csv")
     assert sorted(team["seats_per_arm"].unique()) == [1, 2]
+    assert sorted(team["speed"].unique()) == [0.5, 1.0]
     assert len(team) == 2 * 2 * 4
 
 
