@@ -106,9 +106,14 @@ def make_plan(
         differences: Relative differences the power table asks about.
         max_seeds: The most seeds per arm the power search tries.
         draws: Simulated comparisons per power estimate.
+
+    Raises:
+        ValueError: a path holds no run, or the runs hold no judged evaluation.
     """
     dirs = run_dirs(list(paths))
     runs = [read_run(d, multi=len(dirs) > 1) for d in dirs]
+    if not any(j.judged for run in runs for j in run.jobs):
+        raise ValueError("the judge judged nothing in these runs: no judge seconds to plan from")
     fit = fit_runs(runs)
     horizon = float(horizon_s if horizon_s is not None else fit.horizon_s)
     team = team_table(

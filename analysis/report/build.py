@@ -108,7 +108,10 @@ def plan_section(path: Path, out: Path) -> str:
     ``plan/`` beside ``report.md``); one draw per row keeps it to seconds."""
     from analysis.plan import make_plan, render, write_plan
 
-    made = make_plan([path], replications=1, draws=100)
+    try:
+        made = make_plan([path], replications=1, draws=100)
+    except ValueError as exc:  # nothing judged: the report is still made, saying why
+        return f"## Planner (simulation)\n\nNo plan: {exc}.\n"
     write_plan(made, out)
     return render(made, figure=f"{out.name}/plan.png")
 

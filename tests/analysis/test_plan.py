@@ -369,3 +369,16 @@ def test_a_second_real_run_replays_itself_and_is_predicted_from_the_first():
     corrected = predict_run(fit, fifo, speed=speed)
     assert corrected["utilisation"]["relative_error"] < 0.10
     assert corrected["mean_queue_wait_s"]["relative_error"] < 0.5
+
+
+def test_a_run_whose_judge_judged_nothing_gives_no_plan(tmp_path: Path):
+    from analysis.report.build import build_report
+
+    run = tmp_path / "run"
+    shutil.copytree(DEMO, run)
+    with closing(sqlite3.connect(run / "events.sqlite")) as db, db:
+        db.execute("DELETE FROM evaluations")
+    with pytest.raises(ValueError, match="judged nothing"):
+        make_plan([run])
+    assert main([str(run), "--out", str(tmp_path / "out")]) == 2
+    assert "No plan: the judge judged nothing" in build_report(run, plan=True).path.read_text()
