@@ -65,7 +65,7 @@ DEMO_OVERRIDES = budget.evaluations=$(DEMO_EVALUATIONS) budget.minutes=$(DEMO_MI
 demo: setup
 	@dir=results/swarm_vs_solo/demo-$$(date +%Y-%m-%d_%H-%M-%S); set -x; \
 	  $(PY) -m runner experiment=swarm_vs_solo $(DEMO_OVERRIDES) hydra.run.dir=$$dir && \
-	  $(PY) -m analysis.report $$dir
+	  $(PY) -m analysis.report --plan $$dir
 
 test: setup clients slurm
 	$(PY) -m pytest

@@ -171,6 +171,9 @@ class RunnerConfig:
     progress_every_s: float = 10.0
     # Serve the live view (python -m analysis.view) beside the run; its address printed first.
     view: bool = False
+    # plan=DIR: finished runs or a sweep (a pilot) to plan this run from; the planner's
+    # recommendation (analysis.plan.launch, a simulation) is printed before anything starts.
+    plan: str | None = None
 
 
 #: The budgets that can be per arm or per seat, and matched between arms.
@@ -226,7 +229,7 @@ def _slurm_gres(device: str) -> str | None:
 
 
 # Paths given as they are: a folder's name may hold characters Hydra's lexer refuses (~ ^ ...).
-VERBATIM_KEYS = ("from_run",)
+VERBATIM_KEYS = ("from_run", "plan")
 
 
 def quote_verbatim(overrides: list[str]) -> list[str]:

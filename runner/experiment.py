@@ -536,8 +536,33 @@ class Run:
         return 0 if reason in NORMAL_ENDS else 130
 
 
+def print_plan(cfg: DictConfig) -> int:
+    """``plan=DIR``: print the planner's recommendation for this run (a simulation from the
+    finished runs in DIR) before anything starts; 2 when DIR holds no finished run."""
+    from analysis.plan.launch import recommend  # only a run that asks for a plan needs it
+
+    workers = {
+        name: sum(1 for seat in arm.seats if seat.role != "critic")
+        for name, arm in (cfg.get("arms") or {}).items()
+    }
+    try:
+        text = recommend(
+            [Path(str(cfg.plan))],
+            minutes=float(cfg.budget.minutes),
+            policy=str(cfg.judge.queue_policy),
+            workers=workers,
+        )
+    except ValueError as exc:
+        say(f"runner: plan={cfg.plan}: {exc}")
+        return 2
+    say(text)
+    return 0
+
+
 def start_experiment(cfg: DictConfig, run_dir: Path) -> int:
     """Run a composed experiment in ``run_dir``; returns the exit status."""
+    if cfg.get("plan") and (status := print_plan(cfg)):
+        return status
     try:
         run = Run(cfg, run_dir)  # the event log exists from here: the view can read it
         from analysis.view.cli import beside  # the view's own process reads the run

@@ -130,6 +130,13 @@ def _arm_problems(cfg: DictConfig) -> list[str]:
             problems.append("a continuation needs from_run=DIR (a finished run's directory)")
         elif not (Path(cfg.from_run).expanduser() / "events.sqlite").is_file():
             problems.append(f"from_run={cfg.from_run} is not a run directory (no events.sqlite)")
+    plan = cfg.get("plan")
+    if plan:
+        from analysis.tables import is_run_dir, is_sweep_dir
+
+        where = Path(str(plan)).expanduser()
+        if not (is_run_dir(where) or is_sweep_dir(where)):
+            problems.append(f"plan={plan} is neither a finished run nor a sweep to plan from")
     return problems
 
 

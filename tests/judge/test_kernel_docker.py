@@ -37,6 +37,17 @@ def test_kernel_numpy_preflight_passes_and_a_faster_candidate_scores_above_one(
     rows = {r.mutant: r for r in report.rows}
     generated = {name for name, r in rows.items() if r.source == "generated"}
     assert {"baseline", "gen_cache_identity", "gen_alias", "gen_late_thread"} <= generated
+    # The red team's cheats: work after the clock fitted to a commitment sent ahead (late),
+    # malformed replies from the candidate's process (protocol, charged: never ERROR).
+    red_team = {
+        "gen_defer_to_get_fold_fit": {"WRONG (late)"},
+        "gen_late_thread_fold_fit": {"WRONG (late)", "WRONG (mismatch)"},
+        "gen_reply_field_types": {"WRONG (protocol)"},
+        "gen_shape_overflow": {"WRONG (protocol)"},
+        "gen_short_read": {"WRONG (protocol)"},
+    }
+    for name, verdicts in red_team.items():
+        assert any(rows[name].got.startswith(v) for v in verdicts), table
     assert all(r.status == "ok" for r in report.rows), table
     assert passed_preflight(cfg, home)
 
@@ -57,3 +68,5 @@ def test_kernel_numpy_preflight_passes_and_a_faster_candidate_scores_above_one(
     metrics = evaluation.metrics
     assert metrics["x_baseline"] > 1.0, metrics
     assert metrics["score"] < metrics["baseline_score"] and metrics["calls"] == 5
+    # The judge's own measure of the hash each timed call includes (reported, not subtracted).
+    assert 0 < metrics["commit_ms"] < metrics["score"], metrics

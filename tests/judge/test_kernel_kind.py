@@ -22,13 +22,15 @@ from judge.kinds import get_kind
 from judge.kinds.kernel.config import KernelConfig, KernelTaskError, draw_inputs, kernel_config
 from judge.kinds.kernel.evaluator import (
     HARNESS,
+    check_call,
+    check_get,
     chunk_bytes,
     compare,
     digest,
     masked,
     result_layout,
 )
-from judge.kinds.kernel.harness import CHUNK, fold, keystream
+from judge.kinds.kernel.harness import CHUNK, commit, keystream
 from judge.kinds.kernel.mutants import CHECK_REASONS
 from judge.preflight import catalogue, catalogue_problem
 from judge.protocol import EngineFailure
@@ -69,7 +71,10 @@ class Harness:
         got = self.ask({"op": "get"})
         if got.get("type") != "ndarray":
             return called, got, None
-        dtype, shape, nbytes = result_layout(got)
+        try:
+            dtype, shape, nbytes = result_layout(got)
+        except EngineFailure:  # a layout the judge refuses: nothing to read
+            return called, got, None
         parts = [
             chunk_bytes(self.ask({"op": "read", "at": at}), min(CHUNK, nbytes - at))
             for at in range(0, nbytes, CHUNK)
@@ -148,11 +153,17 @@ def test_the_mask_hides_the_inputs_until_the_key_comes() -> None:
     assert keystream(123, 10).tobytes() != keystream(124, 10).tobytes()
 
 
-def test_fold_reads_every_byte() -> None:
+def test_the_commitment_reads_every_byte_and_the_layout() -> None:
     a = np.zeros(13, dtype=np.uint8)  # not a multiple of 8: the tail counts too
-    before = fold(a)
+    before = commit(a)
     a[12] = 1
-    assert fold(a) != before and fold(np.zeros(0)) == "0"
+    assert commit(a) != before
+    # The same bytes as another dtype or shape are another commitment.
+    b = np.zeros(16, dtype=np.uint8)
+    assert len({commit(b), commit(b.view(np.float32)), commit(b.reshape(4, 4))}) == 3
+    # A strided view commits to its C-order bytes, as the judge reads them back.
+    m = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert commit(m.T) == commit(np.ascontiguousarray(m.T)) and len(commit(m)) == 64
 
 
 def test_compare_exact_and_within_tolerance() -> None:
@@ -175,6 +186,18 @@ def test_result_layout_and_chunks_refuse_what_does_not_add_up() -> None:
         {"dtype": "<f4", "shape": [-1], "nbytes": -4},
         {"dtype": "<f8", "shape": [1 << 30], "nbytes": 8 << 30},
         {"shape": [1]},
+        # Python ints: a product that wraps an int64 to 0 is no size of 0.
+        {"dtype": "<f4", "shape": [2**32, 2**32], "nbytes": 0},
+        {"dtype": "<f4", "shape": [2**64], "nbytes": 0},
+        {"dtype": "<f4", "shape": [True, 4], "nbytes": 16},
+        {"dtype": "<f4", "shape": [2.0], "nbytes": 8},
+        {"dtype": "<f4", "shape": "[2]", "nbytes": 8},
+        {"dtype": "<f4", "shape": [1] * 33, "nbytes": 4},
+        {"dtype": "<f4", "shape": [2], "nbytes": "8"},
+        {"dtype": ["<f4"], "shape": [2], "nbytes": 8},
+        {"dtype": "float32", "shape": [2], "nbytes": 8},  # a name, not numpy's dtype.str
+        {"dtype": "<g", "shape": [1], "nbytes": 16},  # platform-sized: not on the list
+        {"dtype": "<M8[s]", "shape": [1], "nbytes": 8},
     ):
         with pytest.raises(EngineFailure) as raised:
             result_layout(bad)
@@ -183,6 +206,54 @@ def test_result_layout_and_chunks_refuse_what_does_not_add_up() -> None:
         chunk_bytes({"data": "AAAA"}, 4)
     with pytest.raises(EngineFailure, match="base64"):
         chunk_bytes({"data": "not base64!"}, 4)
+    for data in (7, None, ["AAAA"], "A" * 100):
+        with pytest.raises(EngineFailure, match="base64"):
+            chunk_bytes({"data": data}, 4)
+    assert result_layout({"dtype": ">c16", "shape": [0, 3], "nbytes": 0})[1] == [0, 3]
+
+
+def test_every_field_of_a_call_and_get_reply_is_checked() -> None:
+    sha = "ab" * 32
+    check_call({"ok": True, "type": "ndarray", "sha256": sha})
+    check_call({"ok": True, "type": "_Lazy"})  # no ndarray: no commitment asked
+    for bad in (
+        {"type": "ndarray"},
+        {"type": "ndarray", "sha256": "0"},
+        {"type": "ndarray", "sha256": sha.upper()},
+        {"type": "ndarray", "sha256": 7},
+        {"type": 7, "sha256": sha},
+        {"type": "x" * 101},
+        {},
+    ):
+        with pytest.raises(EngineFailure) as raised:
+            check_call(bad)
+        assert raised.value.kind == "protocol"
+    good = {
+        "inputs": [sha],
+        "type": "ndarray",
+        "aliased": False,
+        "reused": False,
+        "dtype": "<f4",
+        "shape": [2],
+        "nbytes": 8,
+    }
+    check_get(good, 1)
+    check_get({"inputs": [sha], "type": "generator"}, 1)
+    for change in (
+        {"inputs": 7},
+        {"inputs": [sha, sha]},
+        {"inputs": []},
+        {"inputs": [7]},
+        {"inputs": ["zz" * 32]},
+        {"type": None},
+        {"aliased": 0},
+        {"reused": "false"},
+        {"shape": [2**32, 2**32], "nbytes": 0},
+        {"dtype": "|O"},
+    ):
+        with pytest.raises(EngineFailure) as raised:
+            check_get({**good, **change}, 1)
+        assert raised.value.kind == "protocol", change
 
 
 def test_the_harness_calls_the_function_and_reports_what_the_judge_checks(
@@ -197,7 +268,9 @@ def test_the_harness_calls_the_function_and_reports_what_the_judge_checks(
         x = rng.standard_normal((300, 700)).astype(np.float32)  # > 1 chunk of result
         called, got, out = harness.call([x], key=5)
         assert out is not None and out.nbytes > CHUNK
-        assert called["type"] == "ndarray" and called["fold"] == fold(out)
+        assert called["type"] == "ndarray" and called["sha256"] == commit(out)
+        check_call(called)
+        check_get(got, 1)
         assert np.allclose(out, _softmax(x), rtol=1e-5, atol=1e-6)
         assert got["inputs"] == [digest(x)] and not got["aliased"] and not got["reused"]
         # The next call's inputs land in the same buffers (a cache keyed on identity is stale).
@@ -261,13 +334,13 @@ def test_generated_cheats_trip_the_checks_they_are_made_for(cfg, tmp_path: Path)
     # Aliased: the result is the argument's memory.
     _, got, _ = _run_mutant(cfg, "gen_alias", tmp_path, calls=1)[0]
     assert got["aliased"] is True
-    # Lazy: no ndarray, no fold.
+    # Lazy: no ndarray, no commitment.
     called, got, out = _run_mutant(cfg, "gen_lazy", tmp_path, calls=1)[0]
-    assert (called["type"], called["fold"], out) == ("_Lazy", "", None)
-    # Late: the fold taken in the call is not the bytes' read back later (or they are zeros).
+    assert (called["type"], "sha256" in called, out) == ("_Lazy", False, None)
+    # Late: the hash taken in the call is not the bytes' read back later (or they are zeros).
     (_, _, first), (called, _, late) = _run_mutant(cfg, "gen_late_thread", tmp_path, calls=2)
     assert np.allclose(first, _softmax(inputs[0]), rtol=1e-5, atol=1e-6)
-    assert called["fold"] != fold(late) or not late.any()
+    assert called["sha256"] != commit(late) or not late.any()
     # Within tolerance: not equal, yet close enough.
     _, _, out = _run_mutant(cfg, "gen_within_tolerance", tmp_path, calls=1)[0]
     assert not np.array_equal(out, _softmax(inputs[0]))
@@ -282,5 +355,46 @@ def test_a_crashing_call_is_an_error_reply_and_the_process_lives_on(cfg, tmp_pat
         reply = harness.ask({"op": "call", "key": 1})
         assert reply["ok"] is False and "generated mutant: crash" in reply["error"]
         assert harness.ask({"op": "get"})["ok"] is True
+    finally:
+        harness.close()
+
+
+def test_the_red_teams_cheats_cannot_match_the_commitment_or_make_a_judge_fault(
+    cfg, tmp_path: Path
+) -> None:
+    inputs = [draw_inputs(cfg.task, seed)[0] for seed in range(3)]
+    config = kernel_config(cfg.task)
+    # The harness's call rewritten to commit to zeros at once, the work done in get: the
+    # result read back is right (and fitted so a linear fold would match), yet its hash is not
+    # the one committed to.
+    (_, _, first), *deferred = _run_mutant(cfg, "gen_defer_to_get_fold_fit", tmp_path)
+    assert compare(first, _softmax(inputs[0]).astype(np.float32), config) is None
+    for (called, got, out), x in zip(deferred, inputs[1:], strict=True):
+        check_call(called)
+        check_get(got, 1)
+        assert compare(out, _softmax(x).astype(np.float32), config) is None
+        assert called["sha256"] == commit(np.zeros_like(out)) != commit(out)
+        words = np.ascontiguousarray(out).reshape(-1).view(np.uint64)
+        assert int(np.bitwise_xor.reduce(words)) == 0  # what fooled the XOR fold
+    # Zeros returned, a thread writing the fitted result later: never the committed bytes.
+    _, (called, _, late) = _run_mutant(cfg, "gen_late_thread_fold_fit", tmp_path, calls=2)
+    assert called["sha256"] != commit(late) or not late.any()
+    # Malformed replies of get: refused by the judge's checks as protocol errors.
+    _, got, _ = _run_mutant(cfg, "gen_reply_field_types", tmp_path, calls=1)[0]
+    with pytest.raises(EngineFailure, match="inputs must be 1 sha256"):
+        check_get(got, 1)
+    _, got, _ = _run_mutant(cfg, "gen_shape_overflow", tmp_path, calls=1)[0]
+    assert got["shape"] == [2**32, 2**32] and got["nbytes"] == 0
+    with pytest.raises(EngineFailure, match="do not make nbytes"):
+        check_get(got, 1)
+    # A chunk of the wrong length: refused by chunk_bytes (the evaluator charges it).
+    harness = Harness(_mutant_tree(cfg, "gen_short_read", tmp_path))
+    try:
+        assert harness.ask({"op": "load"}) == {"ok": True}
+        assert harness.ask({"op": "put", "args": masked([inputs[0]], 1)})["ok"]
+        check_call(harness.ask({"op": "call", "key": 1}))
+        check_get(harness.ask({"op": "get"}), 1)
+        with pytest.raises(EngineFailure, match="3 bytes, not"):
+            chunk_bytes(harness.ask({"op": "read", "at": 0}), CHUNK)
     finally:
         harness.close()

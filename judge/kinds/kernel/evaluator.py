@@ -12,11 +12,20 @@ the judge, which checks it (docs/kinds-kernel.md):
   a subclass computing on access);
 * ``WRONG (aliased)``: it shares memory with an argument or with the previous call's result;
 * ``WRONG (input_mutated)``: an argument's bytes changed;
-* ``WRONG (late)``: the result's bytes changed after the digest read inside the timed call
-  (a thread still writing when the clock stopped);
+* ``WRONG (late)``: the bytes read back do not hash to what the timed call committed to (a
+  thread still writing when the clock stopped, or a reply sent before the result existed);
 * ``WRONG (mismatch)``: dtype, shape or values differ from the baseline's on the same inputs
   (equal bytes, or within the task's ``rtol``/``atol``);
-* ``WRONG (timeout)``, ``WRONG (crash)``, ``WRONG (protocol)``, ``WRONG (build)``.
+* ``WRONG (timeout)``, ``WRONG (crash)``, ``WRONG (build)``;
+* ``WRONG (protocol)``: a reply of the candidate's side that is not exactly what the request
+  asked for (every field's type, length, dtype, shape and size is checked here): whatever the
+  candidate's process sends is the candidate's, so it is charged, never a judge fault.
+
+The candidate's code shares the harness's process and can rewrite it: the judge trusts only
+its own clock, its own inputs and comparison, and the sha256 commitment of the timed call,
+which it recomputes over the bytes it reads back. ``not_array``, ``aliased`` and
+``input_mutated`` are the harness's word: they catch honest mistakes, not an adversary
+(docs/kinds-kernel.md).
 
 A PASS scores the median of the candidate's timed calls (``call_ms``, lower is better) against
 the baseline's median in the same evaluation.
@@ -27,15 +36,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
+import re
 import secrets
 import statistics
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from omegaconf import DictConfig
@@ -43,7 +54,7 @@ from omegaconf import DictConfig
 from judge.evaluation import checked_tree
 from judge.kinds.base import Metric
 from judge.kinds.kernel.config import KernelConfig, KernelTaskError, draw_inputs, kernel_config
-from judge.kinds.kernel.harness import CHUNK, fold, keystream
+from judge.kinds.kernel.harness import CHUNK, commit, keystream
 from judge.private import JudgeHome, derive_seed, sandbox_runtime
 from judge.protocol import EngineFailure
 from judge.queue import Job
@@ -86,33 +97,101 @@ def digest(array: np.ndarray) -> str:
 
 # The largest result the judge reads back (a task's result is the judge's memory too).
 MAX_RESULT_BYTES = 256 << 20
+# The most axes a result may have (numpy's own limit is 64).
+MAX_NDIM = 32
+# The dtypes a result may have: numeric numpy types of a fixed size, either byte order (numpy's
+# own ``dtype.str``). Anything else (objects, strings, structured or platform-sized types, a
+# name numpy would parse into something odd) is a protocol error before numpy sees it.
+ALLOWED_DTYPES = frozenset(
+    np.dtype(name).newbyteorder(order).str
+    for name in (
+        "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+        "float16", "float32", "float64", "complex64", "complex128",
+    )
+    for order in "<>"
+)  # fmt: skip
+# A sha256 in hex, as the harness writes it.
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+# The longest type name a reply may carry (it is quoted in a verdict's detail).
+MAX_TYPE_CHARS = 100
+
+
+def _is_int(value: Any) -> bool:
+    """A JSON integer (``bool`` is an ``int`` in Python, never one here)."""
+    return type(value) is int
+
+
+def check_call(fields: dict[str, Any]) -> None:
+    """Validate a ``call`` reply: ``type`` a short string and, for an ndarray, ``sha256``.
+
+    Raises:
+        EngineFailure: ``protocol`` for anything else.
+    """
+    kind = fields.get("type")
+    if not isinstance(kind, str) or len(kind) > MAX_TYPE_CHARS:
+        raise EngineFailure("protocol", "reply to call: type must be a short string")
+    sha = fields.get("sha256")
+    if kind == "ndarray" and not (isinstance(sha, str) and SHA256_HEX.fullmatch(sha)):
+        raise EngineFailure("protocol", "reply to call: sha256 must be 64 hex digits")
+
+
+def check_get(fields: dict[str, Any], arguments: int) -> None:
+    """Validate a ``get`` reply: ``inputs`` one sha256 per argument, ``type`` a short string,
+    and for an ndarray ``aliased`` and ``reused`` booleans and a layout
+    (:func:`result_layout`).
+
+    Raises:
+        EngineFailure: ``protocol`` for anything else.
+    """
+    inputs = fields.get("inputs")
+    if not (
+        isinstance(inputs, list)
+        and len(inputs) == arguments
+        and all(isinstance(d, str) and SHA256_HEX.fullmatch(d) for d in inputs)
+    ):
+        raise EngineFailure(
+            "protocol", f"reply to get: inputs must be {arguments} sha256 hex digests"
+        )
+    kind = fields.get("type")
+    if not isinstance(kind, str) or len(kind) > MAX_TYPE_CHARS:
+        raise EngineFailure("protocol", "reply to get: type must be a short string")
+    if kind != "ndarray":
+        return
+    if type(fields.get("aliased")) is not bool or type(fields.get("reused")) is not bool:
+        raise EngineFailure("protocol", "reply to get: aliased and reused must be true or false")
+    result_layout(fields)
 
 
 def result_layout(got: dict[str, Any]) -> tuple[np.dtype, list[int], int]:
     """The dtype, shape and size in bytes a ``get`` reply says the result has.
 
+    Everything is checked on the reply's own JSON values before numpy sees any of it, the size
+    in Python integers (``math.prod``: no int64 to wrap around).
+
     Raises:
-        EngineFailure: ``protocol`` for anything but a numeric dtype and a shape that make
-            ``nbytes`` (at most :data:`MAX_RESULT_BYTES`).
+        EngineFailure: ``protocol`` for anything but a dtype of :data:`ALLOWED_DTYPES` and a
+            shape of at most :data:`MAX_NDIM` non-negative integers that make ``nbytes`` (at
+            most :data:`MAX_RESULT_BYTES`).
     """
-    try:
-        dtype = np.dtype(str(got["dtype"]))
-        shape = [int(n) for n in got["shape"]]
-        nbytes = int(got["nbytes"])
-        if (
-            dtype.kind not in "biufc"
-            or any(n < 0 for n in shape)
-            or dtype.itemsize * int(np.prod(shape)) != nbytes
-            or nbytes > MAX_RESULT_BYTES
-        ):
-            raise ValueError("layout")
-    except (KeyError, TypeError, ValueError) as exc:
+    dtype_name, shape, nbytes = got.get("dtype"), got.get("shape"), got.get("nbytes")
+    if not (
+        isinstance(dtype_name, str)
+        and dtype_name in ALLOWED_DTYPES
+        and isinstance(shape, list)
+        and len(shape) <= MAX_NDIM
+        and all(_is_int(n) and n >= 0 for n in shape)
+        and _is_int(nbytes)
+        and 0 <= nbytes <= MAX_RESULT_BYTES
+    ):
         raise EngineFailure(
             "protocol",
             "reply to get: dtype, shape and nbytes must describe a numeric array of at most"
             f" {MAX_RESULT_BYTES >> 20} MiB",
-        ) from exc
-    return dtype, shape, nbytes
+        )
+    dtype = np.dtype(dtype_name)
+    if dtype.itemsize * math.prod(shape) != nbytes:
+        raise EngineFailure("protocol", "reply to get: shape and dtype do not make nbytes")
+    return dtype, list(shape), nbytes
 
 
 def chunk_bytes(reply: dict[str, Any], expected: int) -> bytes:
@@ -121,9 +200,12 @@ def chunk_bytes(reply: dict[str, Any], expected: int) -> bytes:
     Raises:
         EngineFailure: ``protocol`` for anything but base64 of that many bytes.
     """
+    data = reply.get("data")
+    if not isinstance(data, str) or len(data) > 4 * (expected // 3 + 1):
+        raise EngineFailure("protocol", "reply to read: data must be base64")
     try:
-        raw = base64.b64decode(str(reply["data"]), validate=True)
-    except (KeyError, ValueError) as exc:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError as exc:
         raise EngineFailure("protocol", "reply to read: data must be base64") from exc
     if len(raw) != expected:
         raise EngineFailure("protocol", f"reply to read: {len(raw)} bytes, not {expected}")
@@ -169,6 +251,8 @@ class _Side:
         self.box = box
         self.proc = proc
         self.times: list[float] = []
+        # The judge's own time to hash each result read back (the harness's cost per call).
+        self.commit_s: list[float] = []
         self.last_call: dict[str, Any] = {}
 
 
@@ -287,6 +371,9 @@ class _Run:
                 f"baseline_{self.evaluator.metric.name}": round(base_score, 6),
                 "x_baseline": round(self.evaluator.metric.ratio(score, base_score), 4),
                 "calls": len(candidate.times),
+                # Both sides' timed calls include hashing their result (~the same work on
+                # both, the judge's host-side measure of it here): x_baseline counts it.
+                "commit_ms": round(1000 * statistics.median(candidate.commit_s), 4),
             }
         )
         self.log.append({"candidate_s": candidate.times, "baseline_s": baseline.times})
@@ -304,17 +391,29 @@ class _Run:
         raise Outcome(Verdict.WRONG, "build", f"build exited with {code}\n{output[-1500:]}")
 
     def request(
-        self, side: _Side, payload: dict[str, Any], timeout: float
+        self,
+        side: _Side,
+        payload: dict[str, Any],
+        timeout: float,
+        check: Callable[[dict[str, Any]], None] | None = None,
     ) -> tuple[dict[str, Any], float]:
-        """One request to ``side``; a candidate's failure is WRONG, the baseline's ERROR."""
+        """One request to ``side``, its reply validated by ``check`` too when given; a
+        candidate's failure (a malformed reply included) is WRONG, the baseline's ERROR."""
         try:
             reply, seconds = side.proc.request(payload, timeout)
+            if check is not None:
+                check(reply.fields)
         except EngineFailure as failure:
-            self.log.append({"failure": side.name, "op": payload["op"], "private": failure.private})
-            if side.name == "baseline":
-                raise InfrastructureFault(f"the baseline failed: {failure}") from None
-            raise Outcome(Verdict.WRONG, failure.kind, str(failure)) from None
+            self.failed(side, payload["op"], failure)
         return reply.fields, seconds
+
+    def failed(self, side: _Side, op: str, failure: EngineFailure) -> NoReturn:
+        """``side``'s failure on ``op``: the candidate's is WRONG (charged), the baseline's an
+        ERROR; never an exception the judge would take for its own fault."""
+        self.log.append({"failure": side.name, "op": op, "private": failure.private})
+        if side.name == "baseline":
+            raise InfrastructureFault(f"the baseline failed: {failure}") from None
+        raise Outcome(Verdict.WRONG, failure.kind, str(failure)) from None
 
     def calls(self, config: KernelConfig, baseline: _Side, candidate: _Side) -> None:
         """Warm-up calls, then the timed pairs; every result checked."""
@@ -341,7 +440,9 @@ class _Run:
                 else:
                     limit = config.timeout_factor * slowest_base + config.timeout_floor_s
                 with other.box.frozen():
-                    reply, seconds = self.request(side, {"op": "call", "key": key}, limit)
+                    reply, seconds = self.request(
+                        side, {"op": "call", "key": key}, limit, check_call
+                    )
                 if side is baseline:
                     slowest_base = max(slowest_base, seconds)
                 if timed:
@@ -356,33 +457,37 @@ class _Run:
         """Fetch ``side``'s last result and check it (against ``ref`` for the candidate)."""
         call = side.last_call
         problem: tuple[str, str] | None = None
-        if call.get("type") != "ndarray":
+        if call["type"] != "ndarray":
             problem = (
                 "not_array",
-                f"the function returned a {str(call.get('type'))[:40]}, not a numpy.ndarray"
+                f"the function returned a {call['type'][:40]}, not a numpy.ndarray"
                 " (a lazy or deferred result is refused: the clock stops once the result's"
                 " bytes were read)",
             )
-        got, _ = self.request(side, {"op": "get"}, 60.0)
+        got, _ = self.request(
+            side, {"op": "get"}, 60.0, lambda fields: check_get(fields, len(arrays))
+        )
         out = None
         if problem is None:
             out = self.read_result(side, got)
-            mutated = [
-                i
-                for i, (a, d) in enumerate(zip(arrays, got.get("inputs") or [], strict=False))
-                if digest(a) != d
-            ]
-            if got.get("aliased") is True:
+            # The judge's own hash of the bytes it read, timed on the host: the same work the
+            # harness did inside each timed call (reported, never subtracted: docs).
+            start = time.perf_counter()
+            committed = commit(out)
+            side.commit_s.append(time.perf_counter() - start)
+            pairs = zip(arrays, got["inputs"], strict=True)  # check_get made them as many
+            mutated = [i for i, (a, d) in enumerate(pairs) if digest(a) != d]
+            if got["aliased"]:
                 problem = ("aliased", "the result shares memory with an argument")
-            elif got.get("reused") is True:
+            elif got["reused"]:
                 problem = ("aliased", "the result shares memory with the previous call's result")
-            elif mutated or len(got.get("inputs") or []) != len(arrays):
+            elif mutated:
                 problem = ("input_mutated", f"the call changed argument(s) {mutated} in place")
-            elif fold(out) != call.get("fold"):
+            elif committed != call["sha256"]:
                 problem = (
                     "late",
-                    "the result's bytes changed after the call returned (work left running"
-                    " after the clock stopped)",
+                    "the result's bytes read back are not those the timed call committed to"
+                    " (work left running, or done, after the clock stopped)",
                 )
             elif ref is not None:
                 differs = compare(out, ref, config)
@@ -401,5 +506,8 @@ class _Run:
         parts = []
         for at in range(0, nbytes, CHUNK):
             reply, _ = self.request(side, {"op": "read", "at": at}, 60.0)
-            parts.append(chunk_bytes(reply, min(CHUNK, nbytes - at)))
+            try:
+                parts.append(chunk_bytes(reply, min(CHUNK, nbytes - at)))
+            except EngineFailure as failure:  # a bad chunk is the side's, as any reply
+                self.failed(side, "read", failure)
         return np.frombuffer(b"".join(parts), dtype=dtype).reshape(shape)

@@ -10,17 +10,20 @@ on stdout; docs/kinds-kernel.md), and the judge reads every reply on its own clo
   sent): staged, they are noise, so nothing in this process can start on them early.
 * ``call`` (timed by the judge): unmask the arguments into the buffers of the previous call
   (the same objects, so a cache keyed on identity answers stale), call the function, and
-  reply with a fold (XOR of its 64-bit words) of the result's bytes: the clock stops only
-  after every byte of the result was read, so no work can be left for later (a lazy object is
-  no ndarray; a thread still writing changes the bytes after the fold). Unmasking and folding
-  cost both sides the same (~1 ms for 2 MB).
+  reply with the sha256 of the result's dtype, shape and bytes (:func:`commit`): the clock
+  stops only after every byte of the result was hashed, and the judge hashes the bytes it
+  reads back itself, so no work can be left for later (a lazy object is no ndarray; a thread
+  still writing, or a patched ``call`` answering before the result exists, cannot commit to
+  the hash of bytes not yet computed). Unmasking and hashing cost both sides the same (~2 ms
+  for 2 MB; docs/kinds-kernel.md).
 * ``get``: the sha256 of the arguments as they are now (a mutated input), whether the result
   shares memory with an argument or the previous result, its dtype, shape and size;
   ``read`` its bytes from an offset, a chunk at a time (a reply line holds at most 1 MiB).
 
 Only the standard library and numpy: it runs in the task's image. The candidate's code runs
-in this process; what the judge trusts of it is the fold (the judge folds the bytes it reads
-back itself) and its own clock, see docs/kinds-kernel.md.
+in this process and can replace anything here: what the judge trusts of it is only the
+commitment (a hash the judge recomputes over the bytes it reads back) and its own clock; every
+reply is validated by the judge, see docs/kinds-kernel.md.
 """
 
 import base64
@@ -58,15 +61,15 @@ def keystream(key, size):
     return words.view(np.uint8)[:size]
 
 
-def fold(array):
-    """XOR of the 64-bit words of an array's C-order bytes (zero-padded), as hex: reads every
-    byte, ~20x cheaper than sha256, and matching it needs the bytes themselves."""
-    raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-    if raw.size % 8:
-        raw = np.concatenate([raw, np.zeros(8 - raw.size % 8, dtype=np.uint8)])
-    if raw.size == 0:
-        return "0"
-    return format(int(np.bitwise_xor.reduce(raw.view(np.uint64))), "x")
+def commit(array):
+    """sha256 of an array's dtype, shape and C-order bytes, as hex: the call's commitment to its
+    result. A cryptographic hash, not a cheaper linear fold: a fold (XOR of words) can be
+    matched later by fitting a few values within the task's tolerance to any fold sent ahead,
+    a hash only by the bytes themselves. The judge computes the same over the bytes it reads."""
+    header = json.dumps([array.dtype.str, [int(n) for n in array.shape]]).encode()
+    hasher = hashlib.sha256(header)
+    hasher.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8))  # no copy if contiguous
+    return hasher.hexdigest()
 
 
 def digest(array):
@@ -123,14 +126,14 @@ class Harness:
         result = self.function(*args)
         self.result = result
         if type(result) is not np.ndarray:  # a lazy object, a generator, a subclass: refused
-            return {"ok": True, "fold": "", "type": type(result).__name__}
-        return {"ok": True, "fold": fold(result), "type": "ndarray"}
+            return {"ok": True, "type": type(result).__name__[:100]}
+        return {"ok": True, "sha256": commit(result), "type": "ndarray"}
 
     def get(self):
         result = self.result
         reply = {"ok": True, "inputs": [digest(a) for a in self.args]}
         if type(result) is not np.ndarray:
-            reply["type"] = type(result).__name__
+            reply["type"] = type(result).__name__[:100]
             return reply
         reply["type"] = "ndarray"
         reply["aliased"] = any(np.shares_memory(result, a) for a in self.args)

@@ -19,7 +19,15 @@ from tasks.schema import task_root
 WRAPPER = Path(__file__).with_name("wrap.py")
 WRAP_DIRS = (".swarmlab_mutant", ".swarmlab_mutant_wrap")
 # The kind's checks: a catalogue must hold a WRONG with each of these reasons.
-CHECK_REASONS = ("mismatch", "not_array", "aliased", "input_mutated", "late", "timeout")
+CHECK_REASONS = (
+    "mismatch",
+    "not_array",
+    "aliased",
+    "input_mutated",
+    "late",
+    "timeout",
+    "protocol",
+)
 # Appended to the function's file: its name rebound to the wrapper of the original.
 _REBIND = """
 
@@ -149,6 +157,51 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             "an empty result returned while a thread computes it after the clock stops",
             # Read back before the thread finished, the zeros are simply wrong.
             also=("WRONG (mismatch)",),
+        ),
+        # A red team's cheats (docs/kinds-kernel.md): work after the clock stopped, hidden by
+        # fitting the result to a commitment sent ahead (possible against a linear fold, not
+        # against the sha256 the call now commits to), and replies from the candidate's
+        # process that once made an uncharged judge fault.
+        wrapped(
+            "gen_defer_to_get_fold_fit",
+            "defer_to_get_fold_fit",
+            "WRONG",
+            "late",
+            "the harness's call rewritten to answer at once with the commitment of zeros, the"
+            " work done in the untimed get and fitted to it within the tolerance",
+        ),
+        wrapped(
+            "gen_late_thread_fold_fit",
+            "late_thread_fold_fit",
+            "WRONG",
+            "late",
+            "zeros returned at once, a thread writing the result after the clock stops, fitted"
+            " to the zeros' commitment within the tolerance",
+            also=("WRONG (mismatch)",),
+        ),
+        wrapped(
+            "gen_reply_field_types",
+            "reply_field_types",
+            "WRONG",
+            "protocol",
+            "the harness's get rewritten to reply inputs=7: a malformed reply is the"
+            " candidate's (charged), never a judge fault",
+        ),
+        wrapped(
+            "gen_shape_overflow",
+            "shape_overflow",
+            "WRONG",
+            "protocol",
+            "the harness's get rewritten to reply shape [2**32, 2**32] with nbytes 0 (the"
+            " product wraps an int64 to 0): refused as a protocol error, not a judge fault",
+        ),
+        wrapped(
+            "gen_short_read",
+            "short_read",
+            "WRONG",
+            "protocol",
+            "the harness's read rewritten to send 3 bytes, whatever was asked for: refused as a"
+            " protocol error, not a judge fault",
         ),
         wrapped(
             "gen_slower",
