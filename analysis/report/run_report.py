@@ -14,6 +14,7 @@ from analysis.report.findings import not_solid
 from analysis.report.independent import audit_section, comparison_section
 from analysis.report.ledger import ledger_section
 from analysis.report.measured import formulas_section
+from analysis.report.paths import paths_section
 from analysis.report.relays import relays_section
 from analysis.report.server import server_section
 from analysis.tables import Tables
@@ -57,6 +58,10 @@ def run_report(tables: Tables, figures: list[FigureResult], led: pd.DataFrame, o
         "## Figures",
         "",
         *figures_list(figures, out.parent),
+        "## The arms' paths side by side",
+        "",
+        *paths_section(tables, run),
+        "",
         "## Relay graph",
         "",
         *relays_section(tables, run),
