@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -88,6 +89,8 @@ class Step:
         return min(m.t_end_s for m in self.members.values())
 
 
+# Commits never change: the live view rebuilds every few seconds and asks again.
+@lru_cache(maxsize=4096)
 def diff_of(repo: Path, base: str, commit: str) -> tuple[Changes, frozenset[str]]:
     """Files, functions and normalised changed lines from ``base`` to ``commit``.
 

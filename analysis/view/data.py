@@ -47,7 +47,7 @@ __all__ = [
     "submission_rows",
 ]
 
-SECTIONS = ("run", "race", "judge", "board", "submissions", "lineage", "cost")
+SECTIONS = ("run", "race", "judge", "board", "submissions", "lineage", "paths", "cost")
 
 # The figures' colours (analysis.figures.draw), repeated here so the view does not import
 # matplotlib: arms stay clear of the verdict colours.
@@ -577,6 +577,49 @@ def _lineage(tables: Tables) -> dict[str, Any]:
     return {"graphs": graphs}
 
 
+def _paths(tables: Tables) -> dict[str, Any]:
+    """Per run: the arms' paths side by side (``analysis.paths``, as the report's section):
+    the matched steps, each with every arm's improvement that made it, and why they matched."""
+    from analysis.paths import LABEL, match_steps
+    from analysis.report.paths import run_paths
+
+    runs = []
+    for run in tables.runs:
+        by_arm = run_paths(tables, run)
+        arms = [a for a in run.arms if a in by_arm]
+        steps, why = match_steps({a: by_arm[a] for a in arms})
+        runs.append(
+            {
+                "run_id": run.run_id,
+                "arms": arms,
+                "steps": [
+                    {
+                        "found_by": step.found_by(arms),
+                        "changed": min(
+                            step.members.values(), key=lambda m: m.t_end_s
+                        ).describe(),
+                        "members": {
+                            arm: {
+                                "agent": imp.agent,
+                                "job_id": imp.job_id,
+                                "commit": imp.commit,
+                                "base": imp.base,
+                                "t_s": imp.t_end_s,
+                                "x": imp.x,
+                                "gain_x": imp.gain_x,
+                                "message": imp.message,
+                                "why": why.get(imp.key, "not matched"),
+                            }
+                            for arm, imp in step.members.items()
+                        },
+                    }
+                    for step in steps
+                ],
+            }
+        )
+    return {"label": LABEL, "runs": runs}
+
+
 def _cost(tables: Tables) -> dict[str, Any]:
     tok = tables.tokens
     per_seat = []
@@ -649,6 +692,7 @@ def build_sections(tables: Tables, now: float) -> dict[str, dict[str, Any]]:
         "board": _board(tables),
         "submissions": _submissions(tables),
         "lineage": _lineage(tables),
+        "paths": _paths(tables),
         "cost": _cost(tables),
     }
 

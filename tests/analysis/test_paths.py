@@ -68,7 +68,8 @@ def _play(root: Path, arm: str, seed: int, start_files: Path) -> tuple[list[dict
         nonlocal n
         _git(work, "reset", "-q", "--hard", base)
         _git(work, "clean", "-qfdx")
-        if _git(work, "apply", "--3way", str(MOVES / library[name]["patch"]), check=False).returncode:
+        patch = str(MOVES / library[name]["patch"])
+        if _git(work, "apply", "--3way", patch, check=False).returncode:
             return None
         _git(work, "add", "-A")
         _git(work, "commit", "-qm", f"{name} on {base[:10]}\n\nMove: {name}")

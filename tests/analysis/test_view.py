@@ -529,6 +529,11 @@ def test_the_export_opens_in_a_browser_with_no_server(
     assert severe(browser) == []
     browser.find_element("css selector", "#subtable tbody tr.clickable").click()
     assert "diff against its parent" in browser.find_element("id", "detail").text
+    # The arms' paths: swarm's and solo's moe steps matched, a step opens its evaluation.
+    paths = browser.find_element("id", "paths").text
+    assert "both arms" in paths and "only swarm" in paths and "by code, not by meaning" in paths
+    browser.find_element("css selector", "#paths .path-step").click()
+    assert "diff against its parent" in browser.find_element("id", "detail").text
     shoot(browser, "export")
 
 

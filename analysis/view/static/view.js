@@ -4,7 +4,7 @@
 // so it is escaped before it enters any markup.
 "use strict";
 
-const SECTIONS = ["run", "race", "judge", "board", "submissions", "lineage", "cost"];
+const SECTIONS = ["run", "race", "judge", "board", "submissions", "lineage", "paths", "cost"];
 const POLL_MS = 2000;
 // Rows drawn at most (the DOM, not the data, is what slows a page): refine a filter for more.
 const BOARD_SHOWN = 500;
@@ -432,6 +432,26 @@ function renderLineage() {
   ready("lineage");
 }
 
+// ---- the arms' paths side by side (analysis.paths) -----------------------------------------
+function renderPaths() {
+  const runs = ofRun((D.paths && D.paths.runs) || []);
+  let html = `<p class="note">${esc(D.paths ? D.paths.label : "")}</p>`;
+  for (const r of runs) {
+    if (!r.steps.length) { html += "<p>No improvements yet: no PASS raised an arm's best.</p>"; continue; }
+    const cell = (m) => m
+      ? `<span class="path-step clickable" data-run="${esc(r.run_id)}" data-job="${m.job_id}" title="${esc(m.message || "")} (${esc(m.why)})">` +
+        `min ${num(m.t_s / 60)}, ${num(m.x, 2)}x (+${num(m.gain_x, 2)}x), ${esc(m.agent)} <code>${short(m.commit)}</code></span>`
+      : "-";
+    const rows = r.steps.map((s, i) => [String(i + 1), esc(s.changed), esc(s.found_by), ...r.arms.map((a) => cell(s.members[a]))]);
+    html += table(["step", "changed (file (functions))", "found by", ...r.arms], rows);
+  }
+  const el = body("paths");
+  el.innerHTML = html;
+  // A step opens the evaluation that made it, as a submission's row does.
+  for (const span of el.querySelectorAll(".path-step")) span.addEventListener("click", () => openDetail(span.dataset.run, Number(span.dataset.job)));
+  ready("paths");
+}
+
 // ---- cost -------------------------------------------------------------------------------
 function renderCost() {
   const c = D.cost;
@@ -482,6 +502,7 @@ function renderAll() {
   renderBoard();
   renderSubmissions();
   renderLineage();
+  renderPaths();
   renderCost();
 }
 function setLive(text, stale) {
