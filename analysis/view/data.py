@@ -595,9 +595,7 @@ def _paths(tables: Tables) -> dict[str, Any]:
                 "steps": [
                     {
                         "found_by": step.found_by(arms),
-                        "changed": min(
-                            step.members.values(), key=lambda m: m.t_end_s
-                        ).describe(),
+                        "changed": min(step.members.values(), key=lambda m: m.t_end_s).describe(),
                         "members": {
                             arm: {
                                 "agent": imp.agent,
