@@ -55,6 +55,17 @@ def export(path: Path, out: Path, tables: Tables | None = None) -> Path:
         for run_id, job in zip(ev["run_id"], ev["job_id"], strict=True):
             detail = evaluation_detail(tables, run_id, int(job))
             data["details"][f"{run_id}/{int(job)}"] = detail
+    # Every seat's page whole (its timeline and transcript): the page pages it itself.
+    from analysis.view.seats import seat_page
+
+    now = time.time()
+    data["seat_pages"] = {
+        f"{run.run_id}/{seat.arm}/{seat.agent}": seat_page(
+            tables, run, seat.arm, seat.agent, now, limit=0
+        )
+        for run in tables.runs
+        for seat in run.seats
+    }
     out = Path(out)
     out.write_text(render(data), encoding="utf-8")
     return out

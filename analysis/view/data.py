@@ -47,7 +47,7 @@ __all__ = [
     "submission_rows",
 ]
 
-SECTIONS = ("run", "race", "judge", "board", "submissions", "lineage", "paths", "cost")
+SECTIONS = ("run", "race", "judge", "board", "submissions", "lineage", "paths", "seats", "cost")
 
 # The figures' colours (analysis.figures.draw), repeated here so the view does not import
 # matplotlib: arms stay clear of the verdict colours.
@@ -618,6 +618,13 @@ def _paths(tables: Tables) -> dict[str, Any]:
     return {"label": LABEL, "runs": runs}
 
 
+def _seats(tables: Tables, now: float) -> dict[str, Any]:
+    """How each seat spent its time (``analysis.view.seats``; its page comes per seat)."""
+    from analysis.view.seats import seats_overview
+
+    return seats_overview(tables, now)
+
+
 def _cost(tables: Tables) -> dict[str, Any]:
     tok = tables.tokens
     per_seat = []
@@ -691,6 +698,7 @@ def build_sections(tables: Tables, now: float) -> dict[str, dict[str, Any]]:
         "submissions": _submissions(tables),
         "lineage": _lineage(tables),
         "paths": _paths(tables),
+        "seats": _seats(tables, now),
         "cost": _cost(tables),
     }
 

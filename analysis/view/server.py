@@ -283,6 +283,36 @@ def _allowed_hosts(host: str, port: int) -> set[str] | None:
     return {n for name in names for n in (name, f"{name}:{port}")}
 
 
+def _seat_answer(state: ViewState, query: dict[str, list[str]]) -> tuple[int, Any]:
+    """``/api/seat?run=&arm=&seat=[&offset=&q=&step=]``: one seat's page (``analysis.view.seats``),
+    read per request from the run's files: a transcript is never held for every seat."""
+    from analysis.view.seats import PAGE_STEPS, seat_page
+
+    def arg(name: str) -> str:
+        return query.get(name, [""])[0]
+
+    snap = state.current()
+    run = next((r for r in snap.tables.runs if r.run_id == arg("run")), None)
+    if run is None and len(snap.tables.runs) == 1 and not arg("run"):
+        run = snap.tables.runs[0]
+    seat = next(
+        (s for s in (run.seats if run else []) if s.arm == arg("arm") and s.agent == arg("seat")),
+        None,
+    )
+    if run is None or seat is None:
+        return HTTPStatus.NOT_FOUND, {"error": "no such seat"}
+    try:
+        offset = max(0, int(arg("offset") or 0))
+        step = int(arg("step")) if arg("step") else None
+    except ValueError:
+        return HTTPStatus.BAD_REQUEST, {"error": "offset and step must be numbers"}
+    page = seat_page(
+        snap.tables, run, seat.arm, seat.agent, time.time(), offset, PAGE_STEPS, arg("q"),
+        at_step=step,
+    )  # fmt: skip
+    return HTTPStatus.OK, {"version": snap.version, "data": page}
+
+
 def make_handler(state: ViewState, host: str, port: int) -> type[BaseHTTPRequestHandler]:
     """The request handler class bound to ``state`` (GET only, fixed paths)."""
     allowed = _allowed_hosts(host, port)
@@ -365,6 +395,8 @@ def make_handler(state: ViewState, host: str, port: int) -> type[BaseHTTPRequest
                         data = section_now(snap, name)
                         payload = {"version": snap.version, "seq": snap.seq, "data": data}
                         self._json(HTTPStatus.OK, payload)
+                elif route == "/api/seat":
+                    self._json(*_seat_answer(state, parse_qs(url.query)))
                 elif route == "/api/board/search":
                     query = parse_qs(url.query)
                     snap = state.current()

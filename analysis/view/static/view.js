@@ -4,7 +4,7 @@
 // so it is escaped before it enters any markup.
 "use strict";
 
-const SECTIONS = ["run", "race", "judge", "board", "submissions", "lineage", "paths", "cost"];
+const SECTIONS = ["run", "race", "judge", "board", "submissions", "lineage", "paths", "seats", "cost"];
 const POLL_MS = 2000;
 // Rows drawn at most (the DOM, not the data, is what slows a page): refine a filter for more.
 const BOARD_SHOWN = 500;
@@ -290,7 +290,7 @@ function renderBoard() {
         `job ${esc(mnt.job)}</a> ${tag(mnt.verdict, verdictColour(mnt.verdict))}`;
     }
     return `<div class="msg" data-id="${esc(r.message_id)}"><span class="meta">${mmss(r.t_s)}</span> ` +
-      `${tag(r.arm, armColour(r.arm))} <span class="who" style="color:${seatColour(r.arm, r.author)}">${esc(r.author)}</span>` +
+      `${tag(r.arm, armColour(r.arm))} <span class="who" style="color:${seatColour(r.arm, r.author)}">${seatRef(r.run_id, r.arm, r.author, r.t_s)}</span>` +
       ` <span class="meta">(${esc(r.role)}) ${esc(r.kind)}${ref}</span><div class="text">${esc(r.text)}</div></div>`;
   }).join("");
   const held = ofRun(D.board.messages).length, total = D.board.total ?? held;
@@ -305,7 +305,7 @@ function renderBoard() {
 // ---- submissions and verdicts -----------------------------------------------------------
 const SUB_COLUMNS = [
   ["t_s", "sent", (r) => mmss(r.t_s), true], ["arm", "arm", (r) => tag(r.arm, armColour(r.arm))],
-  ["agent", "seat", (r) => esc(r.agent)], ["submission_id", "#", (r) => esc(r.submission_id), true],
+  ["agent", "seat", (r) => seatRef(r.run_id, r.arm, r.agent, r.t_s)], ["submission_id", "#", (r) => esc(r.submission_id), true],
   ["commit", "commit", (r) => `<code>${short(r.commit)}</code>`], ["message", "message", (r) => esc(r.message)],
   ["verdict", "verdict", (r) => tag(r.verdict, verdictColour(r.verdict))], ["reason", "reason", (r) => esc(r.reason)],
   ["x_baseline", "×", (r) => num(r.x_baseline, 3), true], ["score", "score", (r) => num(r.score), true],
@@ -452,6 +452,138 @@ function renderPaths() {
   ready("paths");
 }
 
+// ---- the seats: how each spent its time, and one seat's page (analysis/view/seats.py) ----
+const SEAT_PAGE = 200;
+let seatOpen = null;  // {run, arm, seat, offset, q, step, data}
+function seatRef(runId, arm, seat, tS) {
+  return `<a class="seatref" data-run="${esc(runId)}" data-arm="${esc(arm)}" data-seat="${esc(seat)}" data-t="${esc(tS ?? "")}">${esc(seat)}</a>`;
+}
+function renderSeats() {
+  const rows = ofRun((D.seats && D.seats.seats) || []);
+  const colours = { working: "#2ca02c", waiting: "#ff7f0e", idle: "#c7c7c7" };
+  const lines = rows.map((r) => {
+    const total = Math.max(r.alive_s, 1e-9);
+    const bar = ["working", "waiting", "idle"].map((k) =>
+      `<span style="width:${(100 * r[`${k}_s`] / total).toFixed(2)}%;background:${colours[k]}" title="${k} ${mmss(r[`${k}_s`])}"></span>`).join("");
+    return [tag(r.arm, armColour(r.arm)), seatRef(r.run_id, r.arm, r.seat, null), esc(r.role), `<span class="split">${bar}</span>`,
+      mmss(r.working_s), mmss(r.waiting_s), mmss(r.idle_s), esc(r.steps), r.trajectory ? "trajectory.json" : (r.steps ? "steps table" : "events only")];
+  });
+  body("seats").innerHTML = legend([["working (within " + mmss(D.seats ? D.seats.idle_gap_s : 600) + " of any step, model call, submission or post)", colours.working],
+    ["waiting for a verdict", colours.waiting], ["idle", colours.idle]]) +
+    table(["arm", "seat", "role", "time", "working", "waiting", "idle", "steps", "transcript from"], lines, [4, 5, 6, 7]) +
+    `<p class="note">Click a seat for its timeline and transcript.</p>`;
+  if (seatOpen && !inline) loadSeat();  // a live page keeps the open seat current
+  ready("seats");
+}
+function wireSeats() {
+  document.addEventListener("click", (e) => {
+    const a = e.target.closest(".seatref");
+    if (a) { e.preventDefault(); openSeat(a.dataset.run, a.dataset.arm, a.dataset.seat, a.dataset.t === "" ? null : Number(a.dataset.t)); return; }
+    const mark = e.target.closest("#seatpage [data-goto-step]");
+    if (mark) { showStep(Number(mark.dataset.gotoStep)); return; }
+    const job = e.target.closest("#seatpage [data-job]");
+    if (job && job.dataset.job !== "null") { openDetail(job.dataset.run, job.dataset.job); document.getElementById("submissions").scrollIntoView(); return; }
+    const node = e.target.closest("#lineage g.node");
+    if (node) {
+      const graph = node.closest("svg").dataset.arm;
+      const g = ofRun(D.lineage.graphs).find((x) => x.arm === graph);
+      const n = g && g.nodes.find((x) => x.commit === node.dataset.commit);
+      if (n) openSeat(g.run_id, g.arm, n.agent, n.t_s);
+    }
+  });
+}
+// Opens a seat's page; with tS, at the step that made the thing sent at that second.
+async function openSeat(runId, arm, seat, tS) {
+  seatOpen = { run: runId, arm, seat, offset: 0, q: "", step: null, t: tS, data: null };
+  await loadSeat();
+  document.getElementById("seatpage").scrollIntoView();
+}
+function stepAt(steps, tS) {
+  let best = null;
+  for (const st of steps) if (st.t_s !== null && st.t_s <= tS + 1) best = st.step;
+  return best;
+}
+async function loadSeat() {
+  const o = seatOpen;
+  if (inline) {
+    const whole = inline.seat_pages[`${o.run}/${o.arm}/${o.seat}`];
+    if (!whole) return;
+    const q = o.q.toLowerCase();
+    const found = q ? whole.transcript.steps.filter((st) => `${st.text} ${st.tool} ${st.calls.map((c) => c.args).join(" ")} ${st.results.join(" ")}`.toLowerCase().includes(q)) : whole.transcript.steps;
+    if (o.t !== null && o.step === null) o.step = stepAt(whole.transcript.steps, o.t);
+    if (o.step !== null) { const i = found.findIndex((st) => st.step === o.step); if (i >= 0) o.offset = i - i % SEAT_PAGE; }
+    o.data = { ...whole, transcript: { ...whole.transcript, total: found.length, offset: o.offset, steps: found.slice(o.offset, o.offset + SEAT_PAGE) } };
+  } else {
+    const params = new URLSearchParams({ run: o.run, arm: o.arm, seat: o.seat, offset: o.offset, q: o.q });
+    if (o.step !== null) params.set("step", o.step);
+    let res = await fetch(`/api/seat?${params}`);
+    let got = await res.json();
+    if (o.t !== null && o.step === null && res.ok) {  // the step that made it, then its page
+      const sub = got.data.timeline.submissions.find((s) => Math.abs(s.t_s - o.t) < 1e-6) || got.data.timeline.posts.find((p) => Math.abs(p.t_s - o.t) < 1e-6);
+      if (sub && sub.step !== null) { o.step = sub.step; params.set("step", o.step); res = await fetch(`/api/seat?${params}`); got = await res.json(); }
+    }
+    if (!res.ok) { document.getElementById("seatpage").textContent = got.error || res.statusText; return; }
+    o.data = got.data;
+    o.offset = got.data.transcript.offset;
+  }
+  renderSeatPage();
+}
+function seatTimeline(p) {
+  const t = p.timeline, w = 900, m = { l: 90, r: 20, t: 10, b: 30 };
+  const lanes = ["model calls", "tool calls", "submissions", "board posts", "lifecycle"];
+  const laneH = 22, h = m.t + m.b + laneH * lanes.length;
+  const x = scale(t.begin_s / 60, Math.max(t.end_s, t.begin_s + 1) / 60, m.l, w - m.r);
+  const y = (i) => m.t + i * laneH + laneH / 2;
+  let svg = axes(x, () => 0, ticks(t.begin_s / 60, Math.max(t.end_s, t.begin_s + 1) / 60, 8), [], w, h, m, "minutes", "");
+  const band = (spans, colour, cls, label) => spans.map(([a, b]) =>
+    `<rect class="${cls}" x="${x(a / 60)}" y="${m.t}" width="${Math.max(1, x(b / 60) - x(a / 60))}" height="${laneH * lanes.length}" fill="${colour}" opacity="0.25"><title>${label} ${mmss(a)}–${mmss(b)}</title></rect>`).join("");
+  svg += band(t.waits, "#ff7f0e", "wait", "waiting for the judge") + band(t.idle, "#999", "idle", "idle");
+  lanes.forEach((l, i) => { svg += `<text x="${m.l - 6}" y="${y(i) + 4}" text-anchor="end">${esc(l)}</text>`; });
+  // Thousands of calls: one thin tick each, no per-tick title (the transcript holds the rest).
+  svg += `<path d="${t.model_calls.map(([s]) => `M${x(s / 60).toFixed(1)} ${y(0) - 6}v12`).join("")}" stroke="#1f77b4" stroke-width="1"/>`;
+  svg += `<path d="${t.tools.map(([s]) => `M${x(s / 60).toFixed(1)} ${y(1) - 6}v12`).join("")}" stroke="#9467bd" stroke-width="1"/>`;
+  for (const s of t.submissions) {
+    svg += `<circle class="sub" cx="${x(s.t_s / 60)}" cy="${y(2)}" r="5" fill="${verdictColour(s.verdict)}" data-run="${esc(p.run_id)}" data-job="${esc(s.job_id)}" style="cursor:pointer">` +
+      `<title>${esc(`#${s.submission_id} ${short(s.commit)} ${s.verdict}${s.x !== null ? " " + num(s.x, 3) + "x" : ""} (step ${s.step ?? "-"}); click: the evaluation`)}</title></circle>`;
+  }
+  for (const q of t.posts) {
+    svg += `<rect class="post" x="${x(q.t_s / 60) - 4}" y="${y(3) - 4}" width="8" height="8" fill="#17becf" ${q.step !== null ? `data-goto-step="${esc(q.step)}"` : ""}><title>${esc(`${q.kind}: ${q.text}`)}</title></rect>`;
+  }
+  for (const l of t.lifecycle) {
+    svg += `<path class="life" d="M${x(l.t_s / 60)} ${y(4) - 8}v16" stroke="${l.event === "started" ? "#2ca02c" : "#d62728"}" stroke-width="2"><title>${esc(l.event)} ${mmss(l.t_s)}</title></path>`;
+  }
+  return `<svg class="seat-timeline" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}">${svg}</svg>`;
+}
+function renderSeatPage() {
+  const o = seatOpen, p = o.data, tr = p.transcript;
+  const subs = p.timeline.submissions.map((s) =>
+    `<li><a href="#submissions" data-run="${esc(p.run_id)}" data-job="${esc(s.job_id)}">#${esc(s.submission_id)} <code>${short(s.commit)}</code></a> ${tag(s.verdict, verdictColour(s.verdict))}` +
+    ` at ${mmss(s.t_s)}${s.step !== null ? ` · <a href="#seatpage" data-goto-step="${esc(s.step)}">step ${esc(s.step)}</a>` : ""}</li>`).join("");
+  const steps = tr.steps.map((st) => {
+    const calls = st.calls.map((c) => `<pre class="call">→ ${esc(c.name)} ${esc(c.args)}</pre>`).join("");
+    const results = st.results.map((r) => `<pre class="result">${esc(r)}</pre>`).join("");
+    const head = `${mmss(st.t_s)} · step ${esc(st.step)} · ${esc(st.kind)}${st.tool ? ` · ${esc(st.tool)}` : ""}${st.tokens ? ` · ${esc(st.tokens)} tok` : ""} · ${esc(st.text.slice(0, 120))}`;
+    return `<details id="step-${esc(st.step)}" class="${st.step === o.step ? "target" : ""}" ${st.step === o.step ? "open" : ""}><summary>${head}</summary><pre>${esc(st.text)}</pre>${calls}${results}</details>`;
+  }).join("");
+  const more = `${tr.offset > 0 ? `<button id="seatprev">newer ◀</button>` : ""}` +
+    ` steps ${tr.total ? tr.offset + 1 : 0}–${tr.offset + tr.steps.length} of ${tr.total}${o.q ? ` matching (of ${tr.all})` : ""} ` +
+    `${tr.offset + tr.steps.length < tr.total ? `<button id="seatnext">▶ older</button>` : ""}`;
+  const el = document.getElementById("seatpage");
+  el.innerHTML = `<h3 id="seat-title">${tag(p.arm, armColour(p.arm))} ${esc(p.seat)}: timeline and transcript (from ${esc(tr.source)})</h3>` +
+    seatTimeline(p) + `<div class="cols"><div><b>Submissions</b><ul class="seat-subs">${subs || "<li>none</li>"}</ul></div>` +
+    `<div class="transcript"><input id="seatq" type="search" placeholder="search this transcript" value="${esc(o.q)}"> ${more}` +
+    (tr.all ? steps : `<p class="note">No transcript for this seat: no trajectory.json and no steps table rows (the timeline shows what events.sqlite holds).</p>`) + `</div></div>`;
+  const q = document.getElementById("seatq");
+  q.addEventListener("change", () => { o.q = q.value; o.offset = 0; o.step = null; o.t = null; loadSeat(); });
+  const prev = document.getElementById("seatprev"), next = document.getElementById("seatnext");
+  if (prev) prev.addEventListener("click", () => { o.offset = Math.max(0, o.offset - SEAT_PAGE); o.step = null; o.t = null; loadSeat(); });
+  if (next) next.addEventListener("click", () => { o.offset += SEAT_PAGE; o.step = null; o.t = null; loadSeat(); });
+  const target = o.step !== null && document.getElementById(`step-${o.step}`);
+  if (target) target.scrollIntoView({ block: "nearest" });
+  el.dataset.ready = "1";
+}
+function showStep(step) { seatOpen.step = step; seatOpen.t = null; loadSeat(); }
+
 // ---- cost -------------------------------------------------------------------------------
 function renderCost() {
   const c = D.cost;
@@ -503,6 +635,7 @@ function renderAll() {
   renderSubmissions();
   renderLineage();
   renderPaths();
+  renderSeats();
   renderCost();
 }
 function setLive(text, stale) {
@@ -588,6 +721,7 @@ function wire() {
       renderSubmissions();
       return;
     }
+    if (e.target.closest(".seatref")) return;  // the seat's page, not the evaluation
     const tr = e.target.closest("tr.clickable");
     if (tr) openDetail(tr.dataset.run, tr.dataset.job);
   });
@@ -598,6 +732,7 @@ function wire() {
 }
 function start() {
   wire();
+  wireSeats();
   inline = JSON.parse(document.getElementById("inline-data").textContent);
   if (inline) {
     Object.assign(D, inline.sections);
