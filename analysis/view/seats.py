@@ -17,6 +17,7 @@ Time split per seat, over its alive span (first ``started`` to its last stop, or
 
 from __future__ import annotations
 
+import bisect
 import json
 import sqlite3
 from datetime import datetime
@@ -250,13 +251,19 @@ def transcript_steps(run: RunInfo, arm: str, seat: str) -> tuple[list[dict[str, 
     return [], "none"
 
 
-def _step_at(steps: list[dict[str, Any]], t_s: float) -> Any:
-    """The last step at or before ``t_s`` (+1 s: clocks of two writers): the one that made it."""
-    best = None
-    for st in steps:
-        if st["t_s"] is not None and st["t_s"] <= t_s + 1.0:
-            best = st["step"]
-    return best
+class _StepFinder:
+    """The last step at or before a time (+1 s: the clocks of two writers): the one that made
+    a submission or a post. Bisected: a seat has thousands of steps and of submissions."""
+
+    def __init__(self, steps: list[dict[str, Any]]) -> None:
+        timed = [(st["t_s"], n, st["step"]) for n, st in enumerate(steps) if st["t_s"] is not None]
+        timed.sort()
+        self.times = [t for t, _, _ in timed]
+        self.steps = [s for _, _, s in timed]
+
+    def __call__(self, t_s: float) -> Any:
+        i = bisect.bisect_right(self.times, t_s + 1.0)
+        return self.steps[i - 1] if i else None
 
 
 def seat_page(
@@ -291,6 +298,7 @@ def seat_page(
         the search, ``offset``, ``steps``, ``source``).
     """
     steps, source = transcript or transcript_steps(run, arm, seat)
+    step_at = _StepFinder(steps)
     begin, end = _span(tables, run, arm, seat, now)
     table_steps = step_rows(run, arm, seat)
     working, waiting, idle = _split(
@@ -324,7 +332,7 @@ def seat_page(
                 "verdict": str(r.verdict),
                 "x": plain(r.x_baseline),
                 "commit": str(r.commit),
-                "step": _step_at(steps, float(r.t_s)),
+                "step": step_at(float(r.t_s)),
             }
             for r in subs.itertuples(index=False)
         ],
@@ -334,7 +342,7 @@ def seat_page(
                 "t_s": float(r.t_s),
                 "kind": str(r.kind),
                 "text": str(r.text)[:200],
-                "step": _step_at(steps, float(r.t_s)),
+                "step": step_at(float(r.t_s)),
             }
             for r in posts.itertuples(index=False)
         ],
