@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m analysis.view",
         description="A live page of a run or sweep: the race, the judge, the board, "
-        "submissions, the lineage and cost. Reads only what the run wrote.",
+        "submissions, the lineage, the arms' paths, the seats and cost. Reads only what the run "
+        "wrote.",
     )
     parser.add_argument("dir", type=Path, help="a run directory or a sweep (multirun) directory")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")

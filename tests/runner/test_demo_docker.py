@@ -184,3 +184,30 @@ def test_the_demo_runs_live_view_and_its_export_in_a_browser(demo: Demo, browser
     browser.get(export.as_uri())
     _check_page(browser, demo.run_dir)
     shoot(browser, "demo-export")
+
+
+def test_the_demos_paths_match_its_moves(demo: Demo) -> None:
+    """The arms' paths side by side on the real demo: the matcher, reading diffs only, pairs
+    improvements of the two arms that brought the same scripted moves (``Move:`` trailers)."""
+    from analysis.paths import moves_between, pair_truth, precision_recall
+    from analysis.report.paths import run_paths
+
+    assert demo.result.returncode == 0, demo.result.stderr[-3000:]
+    tables = build_tables(demo.run_dir)
+    by_arm = run_paths(tables, tables.runs[0])
+    assert set(by_arm) == {"swarm", "solo"} and any(by_arm.values())
+    moves = {
+        i.key: moves_between(demo.run_dir / "arms" / i.arm / "submissions.git", i.base, i.commit)
+        for items in by_arm.values()
+        for i in items
+    }
+    truth, found = pair_truth(by_arm, moves)
+    precision, recall = precision_recall(truth, found)
+    print(
+        f"demo: {sum(map(len, by_arm.values()))} improvements, {len(truth)} true pairs,"
+        f" {len(found)} matched; precision {precision:.3f}, recall {recall:.3f}"
+    )
+    assert precision >= 0.9 and recall >= 0.9
+    assert (
+        "## The arms' paths side by side" in (demo.run_dir / "analysis" / "report.md").read_text()
+    )
