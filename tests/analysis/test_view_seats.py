@@ -15,7 +15,7 @@ from analysis.tables import build_tables
 from analysis.view.cli import export
 from analysis.view.seats import IDLE_GAP_S, _split, seat_page, seats_overview
 from tests.analysis.conftest import T0, FixtureRun
-from tests.analysis.test_view import get, serving
+from tests.analysis.test_view import _append_evaluation, get, serving
 from tests.support.browser import severe, shoot, wait_for_sections
 from tests.support.trajectories import synthetic_steps, write_seat
 
@@ -175,4 +175,15 @@ def test_a_seats_page_live_from_the_board_and_the_lineage(browser, seat_run: Fix
             lambda d: d.find_elements("css selector", "#seatpage details.target")
         )
         assert "trajectory.json" in browser.find_element("id", "seat-title").text
+        # A step the reader opens stays open when the live page redraws the seat.
+        other = browser.find_element("css selector", "#seatpage details:not(.target)")
+        other.find_element("tag name", "summary").click()
+        opened = other.get_attribute("id")
+        subs = len(browser.find_elements("css selector", "#seatpage .seat-subs li"))
+        # The run goes on: w1's new submission shows on its open page, the step stays open.
+        _append_evaluation(seat_run.path, 900, 250.0, T0 + 80)
+        WebDriverWait(browser, 60).until(
+            lambda d: len(d.find_elements("css selector", "#seatpage .seat-subs li")) == subs + 1
+        )
+        assert browser.find_element("id", opened).get_attribute("open") is not None
         assert severe(browser) == []

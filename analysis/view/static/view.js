@@ -472,7 +472,7 @@ function renderSeats() {
     ["waiting for a verdict", colours.waiting], ["idle", colours.idle]]) +
     table(["arm", "seat", "role", "time", "working", "waiting", "idle", "steps", "transcript from"], lines, [4, 5, 6, 7]) +
     `<p class="note">Click a seat for its timeline and transcript.</p>`;
-  if (seatOpen && !inline) loadSeat();  // a live page keeps the open seat current
+  if (seatOpen && !inline) { seatOpen.keep = true; loadSeat(); }  // a live page keeps the open seat current
   ready("seats");
 }
 function wireSeats() {
@@ -569,6 +569,12 @@ function renderSeatPage() {
     ` steps ${tr.total ? tr.offset + 1 : 0}–${tr.offset + tr.steps.length} of ${tr.total}${o.q ? ` matching (of ${tr.all})` : ""} ` +
     `${tr.offset + tr.steps.length < tr.total ? `<button id="seatnext">▶ older</button>` : ""}`;
   const el = document.getElementById("seatpage");
+  // A live redraw keeps the steps the reader opened (and the transcript's scroll).
+  const same = !!o.keep && el.dataset.key === `${p.run_id}/${p.arm}/${p.seat}`;
+  o.keep = false;
+  const opened = same ? new Set([...el.querySelectorAll("details[open]")].map((d) => d.id)) : new Set();
+  const box = el.querySelector(".transcript"), scrolled = same && box ? box.scrollTop : 0;
+  el.dataset.key = `${p.run_id}/${p.arm}/${p.seat}`;
   el.innerHTML = `<h3 id="seat-title">${tag(p.arm, armColour(p.arm))} ${esc(p.seat)}: timeline and transcript (from ${esc(tr.source)})</h3>` +
     seatTimeline(p) + `<div class="cols"><div><b>Submissions</b><ul class="seat-subs">${subs || "<li>none</li>"}</ul></div>` +
     `<div class="transcript"><input id="seatq" type="search" placeholder="search this transcript" value="${esc(o.q)}"> ${more}` +
@@ -578,7 +584,9 @@ function renderSeatPage() {
   const prev = document.getElementById("seatprev"), next = document.getElementById("seatnext");
   if (prev) prev.addEventListener("click", () => { o.offset = Math.max(0, o.offset - SEAT_PAGE); o.step = null; o.t = null; loadSeat(); });
   if (next) next.addEventListener("click", () => { o.offset += SEAT_PAGE; o.step = null; o.t = null; loadSeat(); });
-  const target = o.step !== null && document.getElementById(`step-${o.step}`);
+  for (const id of opened) { const d = document.getElementById(id); if (d) d.open = true; }
+  if (scrolled) el.querySelector(".transcript").scrollTop = scrolled;
+  const target = o.step !== null && !scrolled && document.getElementById(`step-${o.step}`);
   if (target) target.scrollIntoView({ block: "nearest" });
   el.dataset.ready = "1";
 }
