@@ -140,6 +140,8 @@ def test_a_seats_page_in_the_export(browser, seat_run: FixtureRun, tmp_path) -> 
     assert len(page.find_elements("css selector", "details[open]")) == 1
     assert len(page.find_elements("css selector", "svg.seat-timeline circle.sub")) >= 1
     # Back to the evaluation from the timeline's submission.
+    page.find_element("css selector", ".seat-subs a[data-lineage]").click()
+    assert len(browser.find_elements("css selector", "#lineage g.node.seat-hit")) == 1
     page.find_element("css selector", "svg.seat-timeline circle.sub").click()
     assert "diff against its parent" in browser.find_element("id", "detail").text
     search = browser.find_element("id", "seatq")
@@ -164,6 +166,9 @@ def test_a_seats_page_live_from_the_board_and_the_lineage(browser, seat_run: Fix
             lambda d: "critic" in d.find_element("id", "seatpage").text
         )
         assert "No transcript for this seat" in browser.find_element("id", "seatpage").text
+        # And back: its post marked on the board.
+        browser.find_element("css selector", "#seatpage .seat-posts a[data-board]").click()
+        assert len(browser.find_elements("css selector", "#board .msg.seat-hit")) == 1
         # From the lineage: a swarm/w1 commit opens w1's page at the step that submitted it.
         node = browser.find_element(
             "css selector", "svg.lineage-chart[data-arm='swarm'] g.node circle:last-of-type"

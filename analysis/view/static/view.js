@@ -481,6 +481,8 @@ function wireSeats() {
     if (a) { e.preventDefault(); openSeat(a.dataset.run, a.dataset.arm, a.dataset.seat, a.dataset.t === "" ? null : Number(a.dataset.t)); return; }
     const mark = e.target.closest("#seatpage [data-goto-step]");
     if (mark) { showStep(Number(mark.dataset.gotoStep)); return; }
+    const back = e.target.closest("#seatpage [data-board], #seatpage [data-lineage]");
+    if (back) { e.preventDefault(); seatBackLink(back); return; }
     const job = e.target.closest("#seatpage [data-job]");
     if (job && job.dataset.job !== "null") { openDetail(job.dataset.run, job.dataset.job); document.getElementById("submissions").scrollIntoView(); return; }
     const node = e.target.closest("#lineage g.node");
@@ -558,7 +560,11 @@ function renderSeatPage() {
   const o = seatOpen, p = o.data, tr = p.transcript;
   const subs = p.timeline.submissions.map((s) =>
     `<li><a href="#submissions" data-run="${esc(p.run_id)}" data-job="${esc(s.job_id)}">#${esc(s.submission_id)} <code>${short(s.commit)}</code></a> ${tag(s.verdict, verdictColour(s.verdict))}` +
-    ` at ${mmss(s.t_s)}${s.step !== null ? ` · <a href="#seatpage" data-goto-step="${esc(s.step)}">step ${esc(s.step)}</a>` : ""}</li>`).join("");
+    ` at ${mmss(s.t_s)}${s.step !== null ? ` · <a href="#seatpage" data-goto-step="${esc(s.step)}">step ${esc(s.step)}</a>` : ""}` +
+    ` · <a href="#lineage" data-lineage="${esc(s.commit)}">lineage</a></li>`).join("");
+  const posts = p.timeline.posts.map((q) =>
+    `<li>${mmss(q.t_s)} ${esc(q.kind)}: ${esc(q.text.slice(0, 60))} · <a href="#board" data-board="${esc(q.message_id)}">board</a>` +
+    `${q.step !== null ? ` · <a href="#seatpage" data-goto-step="${esc(q.step)}">step ${esc(q.step)}</a>` : ""}</li>`).join("");
   const steps = tr.steps.map((st) => {
     const calls = st.calls.map((c) => `<pre class="call">→ ${esc(c.name)} ${esc(c.args)}</pre>`).join("");
     const results = st.results.map((r) => `<pre class="result">${esc(r)}</pre>`).join("");
@@ -576,7 +582,7 @@ function renderSeatPage() {
   const box = el.querySelector(".transcript"), scrolled = same && box ? box.scrollTop : 0;
   el.dataset.key = `${p.run_id}/${p.arm}/${p.seat}`;
   el.innerHTML = `<h3 id="seat-title">${tag(p.arm, armColour(p.arm))} ${esc(p.seat)}: timeline and transcript (from ${esc(tr.source)})</h3>` +
-    seatTimeline(p) + `<div class="cols"><div><b>Submissions</b><ul class="seat-subs">${subs || "<li>none</li>"}</ul></div>` +
+    seatTimeline(p) + `<div class="cols"><div><b>Submissions</b><ul class="seat-subs">${subs || "<li>none</li>"}</ul><b>Board posts</b><ul class="seat-posts">${posts || "<li>none</li>"}</ul></div>` +
     `<div class="transcript"><input id="seatq" type="search" placeholder="search this transcript" value="${esc(o.q)}"> ${more}` +
     (tr.all ? steps : `<p class="note">No transcript for this seat: no trajectory.json and no steps table rows (the timeline shows what events.sqlite holds).</p>`) + `</div></div>`;
   const q = document.getElementById("seatq");
@@ -589,6 +595,16 @@ function renderSeatPage() {
   const target = o.step !== null && !scrolled && document.getElementById(`step-${o.step}`);
   if (target) target.scrollIntoView({ block: "nearest" });
   el.dataset.ready = "1";
+}
+// From a seat's page back to the board's post or the lineage's commit, marked there.
+function seatBackLink(a) {
+  const el = a.dataset.board !== undefined
+    ? document.querySelector(`#board .msg[data-id="${CSS.escape(a.dataset.board)}"]`)
+    : document.querySelector(`#lineage g.node[data-commit="${CSS.escape(a.dataset.lineage)}"]`);
+  for (const old of document.querySelectorAll(".seat-hit")) old.classList.remove("seat-hit");
+  if (!el) { a.textContent += " (not shown there)"; return; }
+  el.classList.add("seat-hit");
+  el.scrollIntoView({ block: "center" });
 }
 function showStep(step) { seatOpen.step = step; seatOpen.t = null; loadSeat(); }
 
