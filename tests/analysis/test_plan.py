@@ -5,6 +5,7 @@ order is checked against the real ``judge.queue.JudgeQueue`` on SQLite."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from contextlib import closing
@@ -398,3 +399,7 @@ def test_a_run_whose_judge_judged_nothing_gives_no_plan(tmp_path: Path):
         "Not enough to plan: the judge judged nothing in these runs: no judge seconds to plan from."
     )
     assert section[1:] == ["", line]  # one line, no tables
+    # The view says the same (its data written beside the report's plan folder, and inlined).
+    view = json.loads((run / "analysis" / "plan" / "view.json").read_text())
+    assert view["reason"] == "not enough to plan: " + line.split(": ", 1)[1].rstrip(".")
+    assert view["reason"] in (run / "analysis" / "view.html").read_text()
