@@ -606,7 +606,12 @@ def test_a_sweeps_page_picks_a_seed_in_a_browser(browser, sweep_dir: Path) -> No
         runs = Select(browser.find_element("id", "runsel"))
         assert [o.text.split(" · ")[0] for o in runs.options] == ["seed 1", "seed 2"]
         assert "sweep of 2 runs" in browser.find_element("id", "title").text
+        # The planner reads both seeds (one plan) and replays each: the page shows the picked one.
+        assert browser.find_element("id", "plan").text.count("Counterfactual replay of") == 1
+        first = browser.find_element("css selector", "#plan h3:nth-of-type(2)").text
         runs.select_by_index(1)
         wait_for_sections(browser)
         assert severe(browser) == []
+        assert browser.find_element("id", "plan").text.count("Counterfactual replay of") == 1
+        assert browser.find_element("css selector", "#plan h3:nth-of-type(2)").text != first
         shoot(browser, "sweep")

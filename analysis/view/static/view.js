@@ -494,7 +494,7 @@ function renderPlan() {
   html += table(["speed", "devices", "knee (seats per arm)", "evaluations at the knee"], p.knees.map((k) => [
     `${esc(k.speed)}x`, esc(k.devices), k.knee_seats_per_arm === null ? "not in the table" : esc(k.knee_seats_per_arm),
     num(k.evaluations_at_knee, 0)]), [1, 2, 3]);
-  for (const rp of p.replays) {
+  for (const rp of ofRun(p.replays)) {  // a sweep: the seed picked
     html += `<h3>Counterfactual replay of ${esc(rp.run_id)} (simulation)</h3>` + table(
       ["scenario", "arm", "evaluations", "utilisation", "mean wait s", "p95 wait s", "best known at s", "sooner s"],
       rp.rows.map((r) => [esc(r.scenario), r.arm ? tag(r.arm, armColour(r.arm)) : "-", esc(r.evaluations), pct(r.utilisation),
