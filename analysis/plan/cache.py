@@ -9,9 +9,11 @@ moves, so the report and the view of a finished run pay for it once.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +118,23 @@ def not_enough(reason: str) -> PlanSection:
     return PlanSection(text, {"label": LABEL, "reason": f"not enough to plan: {reason}"})
 
 
+def _writable(out: Path, stamp: str) -> Path:
+    """``out``, or a folder of this user's temporary space standing in for it when the run's
+    folder cannot be written (a run copied read-only, another user's run): a report or a view
+    of such a run still gets its plan, computed again where the cache cannot be kept."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+        return out
+    except OSError:
+        key = hashlib.sha256(f"{out.resolve()}|{stamp}".encode()).hexdigest()[:16]
+        spare = Path(tempfile.gettempdir()) / f"swarmlab-plan-{os.getuid()}" / key
+        spare.mkdir(parents=True, exist_ok=True)
+        return spare
+
+
 def plan_section(path: Path, out: Path, *, figure: str | None = None) -> PlanSection:
     """The planner's section of ``path`` (a run or a sweep), from the files in ``out`` when
     they were made from the event logs as they are now, else simulated (the report's grid,
@@ -137,6 +156,7 @@ def plan_section(path: Path, out: Path, *, figure: str | None = None) -> PlanSec
             return PlanSection((out / SECTION).read_text(), json.loads((out / VIEW).read_text()))
     except (OSError, ValueError):
         pass  # no cache, or a broken one: made again
+    out = _writable(out, stamp)
     try:
         plan = make_plan([path], **REPORT_GRID)
     except ValueError as exc:  # nothing judged (or no run): the report is still made

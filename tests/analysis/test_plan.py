@@ -403,3 +403,13 @@ def test_a_run_whose_judge_judged_nothing_gives_no_plan(tmp_path: Path):
     view = json.loads((run / "analysis" / "plan" / "view.json").read_text())
     assert view["reason"] == "not enough to plan: " + line.split(": ", 1)[1].rstrip(".")
     assert view["reason"] in (run / "analysis" / "view.html").read_text()
+
+
+def test_a_run_whose_folder_cannot_be_written_still_gets_its_plan(tmp_path: Path) -> None:
+    from analysis.plan.cache import plan_section
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")  # as root, chmod cannot stop a write; this can
+    made = plan_section(DEMO, blocked / "plan")
+    assert "simulation" in made.section.lower()
+    assert made.view and not (blocked / "plan").exists()
