@@ -48,7 +48,7 @@ def export(
         ``out``.
     """
     from analysis.tables import build_tables
-    from analysis.view.data import build_sections, evaluation_detail
+    from analysis.view.data import build_sections, evaluation_detail, plan_view
     from analysis.view.page import render
 
     if tables is None:
@@ -63,14 +63,6 @@ def export(
     out = Path(out)
     out.write_text(render(data), encoding="utf-8")
     return out
-
-
-def plan_view(path: Path) -> dict[str, Any]:
-    """The planner's section for the view (``analysis.plan.cache``: simulated once per state
-    of the event logs, kept in ``path/analysis/plan``)."""
-    from analysis.plan.cache import plan_section
-
-    return plan_section(Path(path), Path(path) / "analysis" / "plan").view
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,7 +109,7 @@ class ViewState:
         """The planner's section (``analysis.plan.cache``: a stat when the logs did not move).
         While a run writes, simulated again at most every :data:`PLAN_EVERY_S` seconds: it
         costs seconds, and a plan of a run in progress is a sketch anyway."""
-        from analysis.view.cli import plan_view
+        from analysis.view.data import plan_view
 
         with self._plan_lock:
             if self._plan is None or time.monotonic() - self._plan_at >= PLAN_EVERY_S:
