@@ -30,6 +30,7 @@ says when every seat is done so.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -37,10 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from agents.clis import get_cli
-from analysis.tokens import TokenRecordError, read_usage
+from agents.usage import UsageByModel
+from analysis.tokens import TokenRecordError, read_files
 from isolation.backends import AgentBackend, AgentHandle, AgentSpec
 from isolation.spending import SpendingLedger
 from runner.events import EventLog
+from runner.trajectories import collect_seat
 
 # A CLI that fails within this many seconds of its start is backed off before the next one.
 QUICK_EXIT_S = 30.0
@@ -290,16 +293,21 @@ class Supervisor:
         for seat in self.seats.values():
             spec = seat.spec
             if not spec.records_format:
+                self._trajectory(spec, final)  # a scripted seat: its notes log
                 continue
             try:
-                usage = read_usage(spec.records, spec.records_format)
+                _, files, read = read_files(spec.records, spec.records_format)
             except TokenRecordError as exc:
                 if final:
                     self.events.lifecycle(
                         spec.arm, spec.agent, "tokens", source=spec.records_format, error=str(exc)
                     )
+                self._trajectory(spec, final)  # its submissions and posts, if any
                 continue
+            usage = read.usage
             self.events.set_tokens(spec.arm, spec.agent, spec.records_format, usage.values())
+            # The trajectory from the same files and the same reading as the tokens rows.
+            self._trajectory(spec, final, files, read)
             if final:
                 self.events.lifecycle(
                     spec.arm,
@@ -310,6 +318,21 @@ class Supervisor:
                     requests=sum(u.requests for u in usage.values()),
                     output=sum(u.output for u in usage.values()),
                 )
+
+    def _trajectory(
+        self,
+        spec: AgentSpec,
+        final: bool,
+        files: list[Path] | None = None,
+        usage: UsageByModel | None = None,
+    ) -> None:
+        """Write the seat's trajectory and steps (runner.trajectories); a failure never stops
+        the run (the last one is recorded as a ``trajectory`` event)."""
+        try:
+            collect_seat(self.events, spec, files, usage)
+        except (OSError, ValueError, sqlite3.Error) as exc:
+            if final:
+                self.events.lifecycle(spec.arm, spec.agent, "trajectory", error=str(exc))
 
     def stop_all(self, reason: str, grace_s: Callable[[], float] = lambda: 5.0) -> None:
         """Stop every agent (SIGTERM, then SIGKILL after ``grace_s()`` seconds, asked again
