@@ -1,11 +1,11 @@
 """A real CLI that stalls (the "pending review" case): ``agent=claude_code`` in its real
 container, through the run's model proxy, against the local Anthropic endpoint
 (``tests/support/endpoints``) scripted so that the model's first reply runs a program that
-sleeps 3000 s. The seat is alive and does nothing: with ``agent.stall_minutes=0.2`` the supervisor records a
-``stalled`` event naming the tool call it was last in, nudges it (``claude -p --continue`` with
-the keep-going message, a ``restarted`` event with reason ``stalled``), and the seat calls the
-model again. Its ``trajectory.json`` validates against the ``atif`` models, and its tool calls
-and tokens are what the endpoint served."""
+sleeps 3000 s. The seat is alive and does nothing: with ``agent.stall_minutes=0.2`` the
+supervisor records a ``stalled`` event naming the tool call it was last in, nudges it
+(``claude -p --continue`` with the keep-going message, a ``restarted`` event with reason
+``stalled``), and the seat calls the model again. Its ``trajectory.json`` validates against
+the ``atif`` models, and its tool calls and tokens are what the endpoint served."""
 
 from __future__ import annotations
 
