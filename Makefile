@@ -67,8 +67,12 @@ demo: setup
 	  $(PY) -m runner experiment=swarm_vs_solo $(DEMO_OVERRIDES) hydra.run.dir=$$dir && \
 	  $(PY) -m analysis.report --plan $$dir
 
+# Two phases (scripts/test.sh): the tests that need neither Docker nor SLURM on TEST_WORKERS
+# processes (pytest-xdist, default 2), then the docker and slurm tests one at a time (they time
+# the judge: nothing else runs beside them). Nonzero if any test failed; the last line sums both.
+# TEST_ARGS go to both phases (TEST_ARGS=-x, TEST_ARGS='-k judge').
 test: setup clients slurm
-	$(PY) -m pytest
+	PY=$(PY) bash scripts/test.sh $(TEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -31,7 +31,9 @@ NICE = 10
 EXPORT_DETAILS = 2000
 
 
-def export(path: Path, out: Path, tables: Tables | None = None) -> Path:
+def export(
+    path: Path, out: Path, tables: Tables | None = None, plan: dict[str, Any] | None = None
+) -> Path:
     """Write the page with every section's data (and the evaluations' details) inlined.
 
     Args:
@@ -39,6 +41,8 @@ def export(path: Path, out: Path, tables: Tables | None = None) -> Path:
         out: The HTML file to write.
         tables: ``analysis.tables.build_tables(path)`` when the caller has built them
             (``analysis.report``); else built here.
+        plan: The planner's view data when the caller has it (``analysis.report``); else
+            from the plan's cache in ``path/analysis/plan`` (:func:`plan_view`).
 
     Returns:
         ``out``.
@@ -50,6 +54,7 @@ def export(path: Path, out: Path, tables: Tables | None = None) -> Path:
     if tables is None:
         tables = build_tables(path)
     data: dict = {"sections": build_sections(tables, time.time()), "details": {}}
+    data["sections"]["plan"] = plan if plan is not None else plan_view(path)
     ev = tables.evaluations
     if len(ev) <= EXPORT_DETAILS:
         for run_id, job in zip(ev["run_id"], ev["job_id"], strict=True):
@@ -58,6 +63,14 @@ def export(path: Path, out: Path, tables: Tables | None = None) -> Path:
     out = Path(out)
     out.write_text(render(data), encoding="utf-8")
     return out
+
+
+def plan_view(path: Path) -> dict[str, Any]:
+    """The planner's section for the view (``analysis.plan.cache``: simulated once per state
+    of the event logs, kept in ``path/analysis/plan``)."""
+    from analysis.plan.cache import plan_section
+
+    return plan_section(Path(path), Path(path) / "analysis" / "plan").view
 
 
 def main(argv: list[str] | None = None) -> int:
