@@ -245,7 +245,8 @@ def _read_columns(name: str) -> list[str]:
 
 # Tables an older event log may lack (written before the model proxy existed): read as empty,
 # with the columns their read gives.
-_OPTIONAL = {name: _read_columns(name) for name in OPTIONAL_TABLES}
+# (``steps``, the seats' trajectories, is read by the view per seat, not here.)
+_OPTIONAL = {name: _read_columns(name) for name in OPTIONAL_TABLES if name in _SQL}
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

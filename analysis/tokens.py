@@ -44,6 +44,7 @@ __all__ = [
     "detect_format",
     "formats",
     "main",
+    "read_files",
     "read_usage",
     "summarise",
 ]
@@ -131,6 +132,27 @@ def detect_format(path: str | Path) -> str:
 
 
 def _read(path: Path, format: str) -> tuple[str, UsageByModel]:
+    fmt, _, result = read_files(path, format)
+    return fmt, result
+
+
+def read_files(path: str | Path, format: str = "auto") -> tuple[str, list[Path], UsageByModel]:
+    """Read a session record's usage, and say which files it was read from.
+
+    ``runner.trajectories`` builds a seat's trajectory from the same files, so the trajectory
+    and the token totals are one reading.
+
+    Args:
+        path: A record file, or a directory whose files of the format are summed.
+        format: ``auto`` (detect), or one of :func:`formats`.
+
+    Returns:
+        The format, the files read, and the usage per model.
+
+    Raises:
+        TokenRecordError: As :func:`read_usage`.
+    """
+    path = Path(path)
     if format != "auto" and format not in formats():
         raise TokenRecordError(
             f"unknown format {format!r}; expected auto or one of {', '.join(formats())}"
@@ -152,7 +174,7 @@ def _read(path: Path, format: str) -> tuple[str, UsageByModel]:
     result = cli.read_records(files)
     if not result.usage:
         raise TokenRecordError(f"no {fmt} token usage found in {path}")
-    return fmt, result
+    return fmt, files, result
 
 
 def read_usage(path: str | Path, format: str = "auto") -> dict[str, TokenUsage]:

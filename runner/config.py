@@ -66,6 +66,13 @@ class AgentConfig:
     # network=proxy: forward requests declaring tools the vendor runs itself (web search and
     # fetch, code execution, remote MCP): they reach the network outside the seats' (default no).
     server_tools: bool = False
+    # A seat alive but with no model call, no tool call, no submission and no post for this
+    # many minutes (fractions allowed; 0: never) is stalled: a ``stalled`` event. A seat
+    # waiting for the judge's verdict, or running a build or test it started, is not.
+    stall_minutes: float = 10.0
+    # What a stall does: nudge (the CLI's own resume with the keep-going message, recorded as a
+    # restart) or record (the event only).
+    on_stall: str = "nudge"
 
 
 @dataclass

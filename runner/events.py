@@ -262,6 +262,44 @@ class EventLog:
                 ),
             )
 
+    def replace_steps(self, arm: str, seat: str, rows: Iterable[dict[str, Any]]) -> int:
+        """Replace one seat's rows of ``steps`` (its trajectory, re-read whole each time).
+
+        Args:
+            arm: The seat's arm.
+            seat: The seat (agent name).
+            rows: One dict per step: ``step``, ``at``, ``kind``, and optionally ``tool``,
+                ``tokens``, ``text``, ``source`` (runrecord.schema says what each holds).
+
+        Returns:
+            How many rows the seat has now.
+        """
+        values = [
+            (
+                arm,
+                seat,
+                int(r["step"]),
+                float(r["at"]),
+                str(r["kind"]),
+                str(r.get("tool") or ""),
+                r.get("tokens"),
+                str(r.get("text") or "")[: schema.STEP_TEXT_CHARS],
+                str(r.get("source") or ""),
+            )
+            for r in rows
+        ]
+        with self.connect() as db:
+            # One transaction: a reader sees the seat's old steps or its new ones, never none.
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("DELETE FROM steps WHERE arm = ? AND seat = ?", (arm, seat))
+            db.executemany(
+                "INSERT INTO steps (arm, seat, step, at, kind, tool, tokens, text, source)"
+                " VALUES (?,?,?,?,?,?,?,?,?)",
+                values,
+            )
+            db.execute("COMMIT")
+        return len(values)
+
     # -- reads ---------------------------------------------------------------------------
 
     def table(self, name: str, where: str = "", args: tuple = ()) -> list[dict[str, Any]]:

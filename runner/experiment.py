@@ -354,7 +354,14 @@ class Run:
             with seat_proxy(cfg, self.events, run_id) as proxied:
                 specs = agent_specs(cfg, run_id, arms, deadline, home, proxied)
                 ledger = proxied.ledger if proxied is not None else None
-                supervisor = Supervisor(backend, self.events, specs, budgets=ledger)
+                supervisor = Supervisor(
+                    backend,
+                    self.events,
+                    specs,
+                    budgets=ledger,
+                    stall_s=60 * float(cfg.agent.get("stall_minutes", 10.0)),
+                    on_stall=str(cfg.agent.get("on_stall", "nudge")),
+                )
                 if first_event == "started":
                     self.remeasure_champion(arms, queue)
                 self.install_signals()

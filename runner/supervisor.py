@@ -30,17 +30,25 @@ says when every seat is done so.
 
 from __future__ import annotations
 
+import json
+import re
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.clis import get_cli
-from analysis.tokens import TokenRecordError, read_usage
+from agents.usage import UsageByModel
+from analysis.tokens import TokenRecordError, read_files
 from isolation.backends import AgentBackend, AgentHandle, AgentSpec
 from isolation.spending import SpendingLedger
 from runner.events import EventLog
+from runner.trajectories import collect_seat, last_step
+
+if TYPE_CHECKING:
+    from agents.trajectory import SeatTrajectory
 
 # A CLI that fails within this many seconds of its start is backed off before the next one.
 QUICK_EXIT_S = 30.0
@@ -48,6 +56,13 @@ MAX_BACKOFF_S = 120.0
 # A seat whose budget is spent may finish acting on its last reply for this long at most.
 BUDGET_GRACE_S = 120.0
 OUTPUT_LINES = 1_000_000
+#: What ``agent.on_stall`` may say: resume the seat with the keep-going message, or only record.
+STALL_ACTIONS = ("nudge", "record")
+# A pending tool call running one of these is a build or a test, not a stall.
+BUILDING = re.compile(
+    r"\b(make|cmake|ninja|pytest|cargo|go (build|test)|npm (run|test)|gcc|cc|clang|tox|"
+    r"python -m (pytest|unittest)|bench|measure|submit)\b"
+)
 
 
 @dataclass
@@ -66,6 +81,10 @@ class RunningSeat:
     quick_exits: int = 0
     # Why the seat was ended for good: its budget_spent event's detail (None: it was not).
     spent: dict[str, Any] | None = None
+    # The activity time a stall was last reported at (one ``stalled`` event per stretch).
+    stalled_since: float | None = None
+    # Its last reading (runner.trajectories): what it was last doing.
+    trajectory: SeatTrajectory | None = None
 
 
 def has_records(spec: AgentSpec) -> bool:
@@ -100,7 +119,16 @@ class Supervisor:
         min_restart_interval_s: float = 2.0,
         tokens_every_s: float = 60.0,
         budgets: SpendingLedger | None = None,
+        stall_s: float = 600.0,
+        on_stall: str = "nudge",
     ) -> None:
+        if on_stall not in STALL_ACTIONS:
+            raise ValueError(f"agent.on_stall={on_stall!r}: expected one of {STALL_ACTIONS}")
+        self.stall_s = stall_s
+        self.on_stall = on_stall
+        # Stalls are looked for this often (each look stats the seats' notes folders).
+        self.stall_every_s = min(15.0, max(stall_s / 5, 0.5))
+        self._stalls_at = time.time()
         self.backend = backend
         self.budgets = budgets
         self.events = events
@@ -237,7 +265,109 @@ class Supervisor:
                 restarted += 1
         if self.tokens_every_s > 0 and now - self._tokens_at >= self.tokens_every_s:
             self.collect_tokens()
+        if self.stall_s > 0 and now - self._stalls_at >= self.stall_every_s:
+            self._stalls_at = now
+            restarted += self.check_stalls(now)
         return restarted
+
+    # -- stalls ----------------------------------------------------------------------------
+
+    def last_activity(self, seat: RunningSeat) -> float:
+        """When the seat last did something: its start, a change under its notes folder (its
+        CLI's session records, a scripted agent's notes and state), a call through the model
+        proxy, a submission or a board post."""
+        spec = seat.spec
+        times = [seat.started_at]
+        notes = Path(spec.workspace.notes)
+        for path in notes.rglob("*"):
+            try:
+                if path.is_file():
+                    times.append(path.stat().st_mtime)
+            except OSError:
+                continue  # removed while looked at: the others still say
+        with self.events.connect() as db:
+            for sql in (
+                "SELECT max(finished_at) FROM model_calls WHERE arm = ? AND agent = ?",
+                "SELECT max(at) FROM submissions WHERE arm = ? AND agent = ?",
+                "SELECT max(at) FROM messages WHERE arm = ? AND author = ?",
+            ):
+                found = db.execute(sql, (spec.arm, spec.agent)).fetchone()[0]
+                if found is not None:
+                    times.append(float(found))
+        return max(times)
+
+    def _waiting_for_judge(self, spec: AgentSpec) -> bool:
+        with self.events.connect() as db:
+            row = db.execute(
+                "SELECT count(*) FROM submissions s LEFT JOIN evaluations e ON e.job_id = s.job_id"
+                " WHERE s.arm = ? AND s.agent = ? AND e.job_id IS NULL",
+                (spec.arm, spec.agent),
+            ).fetchone()
+        return bool(row[0])
+
+    def _building(self, seat: RunningSeat) -> str | None:
+        """The build or test the seat's last tool call started and still runs, or None."""
+        trajectory = seat.trajectory
+        if trajectory is None:
+            return None
+        steps = trajectory.document.get("steps") or []
+        for step in reversed(steps):
+            pending = (step.get("extra") or {}).get("pending_calls")
+            if step.get("source") != "agent" or not step.get("tool_calls"):
+                continue
+            if not pending:
+                return None
+            for call in step["tool_calls"]:
+                text = json.dumps(call.get("arguments"))
+                if call.get("tool_call_id") in pending and BUILDING.search(text):
+                    return text[:200]
+            return None
+        return None
+
+    def check_stalls(self, now: float | None = None) -> int:
+        """Find running seats that did nothing for ``stall_s``: record a ``stalled`` event
+        (with what the seat was last doing) and, with ``on_stall=nudge``, resume it with the
+        keep-going message (a ``restarted`` event, reason ``stalled``). A seat waiting for the
+        judge's verdict on its submission, or running a build or test it started, is not
+        stalled. Returns how many seats were nudged."""
+        now = time.time() if now is None else now
+        nudged = 0
+        for seat in self.seats.values():
+            handle = seat.handle
+            if handle is None or seat.restart_at is not None or seat.spent is not None:
+                continue
+            activity = self.last_activity(seat)
+            if now - activity < self.stall_s or seat.stalled_since == activity:
+                continue
+            spec = seat.spec
+            if self._waiting_for_judge(spec):
+                continue
+            self._trajectory_of(seat)  # what it was last doing, read now
+            if self._building(seat) is not None:
+                continue
+            if not handle.running():
+                continue  # it exited: check() restarts it as an exit
+            seat.stalled_since = activity
+            last = last_step(seat.trajectory) if seat.trajectory is not None else None
+            self.events.lifecycle(
+                spec.arm,
+                spec.agent,
+                "stalled",
+                idle_s=round(now - activity, 1),
+                last_active_at=activity,
+                last=last or {},
+                action=self.on_stall,
+                restarts=seat.restarts,
+            )
+            if self.on_stall != "nudge":
+                continue
+            if spec.records:
+                self._keep_output(seat, handle)
+            handle.stop(timeout=5)
+            seat.restarts += 1
+            self._start(seat, "restarted", reason="stalled", idle_s=round(now - activity, 1))
+            nudged += 1
+        return nudged
 
     def _plan_restart(self, seat: RunningSeat, handle: AgentHandle, code: int | None) -> None:
         """A CLI seat exited: keep its output, record its retries, and set when it restarts."""
@@ -288,28 +418,54 @@ class Supervisor:
         totals, or why there are none)."""
         self._tokens_at = time.time()
         for seat in self.seats.values():
-            spec = seat.spec
-            if not spec.records_format:
-                continue
-            try:
-                usage = read_usage(spec.records, spec.records_format)
-            except TokenRecordError as exc:
-                if final:
-                    self.events.lifecycle(
-                        spec.arm, spec.agent, "tokens", source=spec.records_format, error=str(exc)
-                    )
-                continue
-            self.events.set_tokens(spec.arm, spec.agent, spec.records_format, usage.values())
+            self._trajectory_of(seat, final)
+
+    def _trajectory_of(self, seat: RunningSeat, final: bool = False) -> None:
+        """Read one seat's session records into its tokens rows and its trajectory."""
+        spec = seat.spec
+        if not spec.records_format:
+            self._trajectory(spec, final)  # a scripted seat: its notes log
+            return
+        try:
+            _, files, read = read_files(spec.records, spec.records_format)
+        except TokenRecordError as exc:
             if final:
                 self.events.lifecycle(
-                    spec.arm,
-                    spec.agent,
-                    "tokens",
-                    source=spec.records_format,
-                    models=sorted(usage),
-                    requests=sum(u.requests for u in usage.values()),
-                    output=sum(u.output for u in usage.values()),
+                    spec.arm, spec.agent, "tokens", source=spec.records_format, error=str(exc)
                 )
+            self._trajectory(spec, final)  # its submissions and posts, if any
+            return
+        usage = read.usage
+        self.events.set_tokens(spec.arm, spec.agent, spec.records_format, usage.values())
+        # The trajectory from the same files and the same reading as the tokens rows.
+        self._trajectory(spec, final, files, read)
+        if final:
+            self.events.lifecycle(
+                spec.arm,
+                spec.agent,
+                "tokens",
+                source=spec.records_format,
+                models=sorted(usage),
+                requests=sum(u.requests for u in usage.values()),
+                output=sum(u.output for u in usage.values()),
+            )
+
+    def _trajectory(
+        self,
+        spec: AgentSpec,
+        final: bool,
+        files: list[Path] | None = None,
+        usage: UsageByModel | None = None,
+    ) -> None:
+        """Write the seat's trajectory and steps (runner.trajectories); a failure never stops
+        the run (the last one is recorded as a ``trajectory`` event)."""
+        try:
+            self.seats[(spec.arm, spec.agent)].trajectory = collect_seat(
+                self.events, spec, files, usage
+            )
+        except (OSError, ValueError, sqlite3.Error) as exc:
+            if final:
+                self.events.lifecycle(spec.arm, spec.agent, "trajectory", error=str(exc))
 
     def stop_all(self, reason: str, grace_s: Callable[[], float] = lambda: 5.0) -> None:
         """Stop every agent (SIGTERM, then SIGKILL after ``grace_s()`` seconds, asked again

@@ -48,6 +48,11 @@ CREATE TABLE IF NOT EXISTS model_calls (
     model TEXT NOT NULL DEFAULT '', input INTEGER, cache_read INTEGER, cache_write INTEGER,
     output INTEGER, reasoning INTEGER, queued_s REAL
 );
+CREATE TABLE IF NOT EXISTS steps (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, arm TEXT NOT NULL, seat TEXT NOT NULL,
+    step INTEGER NOT NULL, at REAL NOT NULL, kind TEXT NOT NULL, tool TEXT NOT NULL DEFAULT '',
+    tokens INTEGER, text TEXT NOT NULL DEFAULT '', source TEXT NOT NULL DEFAULT ''
+);
 """
 
 #: Columns added after the first logs were written, per table, with their SQL type: a log
@@ -75,10 +80,35 @@ LATER_COLUMNS: dict[str, list[tuple[str, str]]] = {
 
 #: Indexes made after the tables (a board post retried after a gateway crash is stored once;
 #: NULL request ids may repeat).
-INDEXES = "CREATE UNIQUE INDEX IF NOT EXISTS messages_request ON messages (request_id)"
+INDEXES = """
+CREATE UNIQUE INDEX IF NOT EXISTS messages_request ON messages (request_id);
+CREATE INDEX IF NOT EXISTS steps_seat ON steps (arm, seat, step);
+"""
 
-#: Tables an older log may lack altogether (written before the model proxy existed).
-OPTIONAL_TABLES = frozenset({"model_calls"})
+#: What a row of ``steps`` is (its ``kind``). ``steps`` mirrors each seat's
+#: ``arms/<arm>/agents/<seat>/trajectory.json`` (ATIF), one row per trajectory step, rewritten
+#: whole for a seat each time its trajectory is re-read (``runner.trajectories``): ``step`` is
+#: the ATIF ``step_id``; ``at`` its time (epoch seconds); ``tool`` the tool a ``tool`` step
+#: called (several: comma-joined); ``tokens`` the step's input + output tokens where the CLI
+#: reported them (NULL otherwise); ``text`` a short text (at most ``STEP_TEXT_CHARS``); ``source``
+#: the CLI whose session records it came from (``scripted`` for the scripted agents).
+STEP_KINDS = (
+    "system",  # the seat's prompt as the CLI was given it
+    "user",  # a user message: the prompt, a keep-going message after a restart or a nudge
+    "agent",  # a model reply (its text; tokens)
+    "tool",  # a model reply that called tools (tool names; arguments and results in the file)
+    "submit",  # a submission the seat made (from events.sqlite's submissions)
+    "post",  # a board post the seat made (from events.sqlite's messages)
+    "move",  # a scripted agent's move (the scripted agents only)
+    "wait",  # a scripted agent waiting (for the judge, the board)
+)
+
+#: The longest ``steps.text`` kept (the trajectory file holds more; see runner.trajectories).
+STEP_TEXT_CHARS = 200
+
+#: Tables an older log may lack altogether (written before the model proxy existed, or before
+#: seats' trajectories were read into ``steps``).
+OPTIONAL_TABLES = frozenset({"model_calls", "steps"})
 
 
 def upgrade(db: sqlite3.Connection) -> None:
@@ -93,7 +123,7 @@ def upgrade(db: sqlite3.Connection) -> None:
         for name, sql_type in added:
             if name not in present:
                 db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {sql_type}")
-    db.execute(INDEXES)
+    db.executescript(INDEXES)
 
 
 @cache

@@ -57,6 +57,8 @@ class _ClaudeEntry:
     cost: float | None
     uuid: str | None = None
     parent: str | None = None
+    # The line itself (agents.trajectory builds the call's step from its lines).
+    line: dict[str, Any] | None = None
 
     @property
     def prompt(self) -> tuple[int, int, int]:
@@ -86,6 +88,7 @@ def _claude_entries(paths: Iterable[Path]) -> Iterator[_ClaudeEntry]:
                 cost=as_float(obj.get("costUSD")),
                 uuid=as_str(obj.get("uuid")),
                 parent=as_str(obj.get("parentUuid")),
+                line=obj,
             )
 
 
@@ -131,38 +134,48 @@ def _largest(lines: list[_ClaudeEntry]) -> _ClaudeEntry:
     return best
 
 
-def read_claude_code(paths: list[Path]) -> UsageByModel:
-    """Claude Code transcripts' usage (the rules are in the module's docstring)."""
+def claude_code_calls(paths: list[Path]) -> list[tuple[_ClaudeEntry, list[_ClaudeEntry]]]:
+    """Claude Code transcripts' API calls (the rules are in the module's docstring): each
+    call's counted line (its usage) and all the lines it was read from (its content blocks).
+    ``read_claude_code`` sums the first; ``agents.trajectory`` makes a step of each call, so a
+    trajectory's steps carry exactly the tokens the reader counts."""
     groups: dict[tuple[str, str | None], list[_ClaudeEntry]] = {}
     anonymous: dict[str, list[_ClaudeEntry]] = {}
-    chosen: list[_ClaudeEntry] = []
+    chosen: list[tuple[_ClaudeEntry, list[_ClaudeEntry]]] = []
     for entry in _claude_entries(paths):
         if entry.message_id is None:
             # Nothing to match it against but its own uuid (a replay of the same line).
             if entry.uuid is None:
-                chosen.append(entry)
+                chosen.append((entry, [entry]))
             else:
                 anonymous.setdefault(entry.uuid, []).append(entry)
             continue
         groups.setdefault((entry.message_id, entry.request_id), []).append(entry)
-    chosen.extend(_largest(lines) for lines in anonymous.values())
+    chosen.extend((_largest(lines), lines) for lines in anonymous.values())
 
     # The same reply (message id and usage input side) under several request ids.
     copies: dict[tuple[str | None, tuple[int, int, int]], list[_ClaudeEntry]] = {}
+    lines_of: dict[int, list[_ClaudeEntry]] = {}
     for group in groups.values():
         for lines in _calls(group):
             call = _largest(lines)
+            lines_of[id(call)] = lines
             copies.setdefault((call.message_id, call.prompt), []).append(call)
     for same in copies.values():
         main_chain = [e for e in same if not e.sidechain]
         if main_chain:
             # A sidechain copy of a main-chain reply is a replay of it under a new request id.
-            chosen.extend(main_chain)
+            chosen.extend((e, lines_of[id(e)]) for e in main_chain)
         else:
-            chosen.append(_largest(same))
+            best = _largest(same)
+            chosen.append((best, lines_of[id(best)]))
+    return chosen
 
+
+def read_claude_code(paths: list[Path]) -> UsageByModel:
+    """Claude Code transcripts' usage (the rules are in the module's docstring)."""
     result = UsageByModel()
-    for entry in chosen:
+    for entry, _ in claude_code_calls(paths):
         entry.usage.cost_estimate = entry.cost
         result.add(entry.model, entry.usage)
     return result

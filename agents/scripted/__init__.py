@@ -73,6 +73,8 @@ and knobs for tests: ``SWARMLAB_SCRIPTED_POLL_S`` (board polling, default 5),
 ``SWARMLAB_SCRIPTED_IDLE_S`` (how long a worker with nothing left watches the board before
 exiting, default 120), ``SWARMLAB_SCRIPTED_WAIT_S`` (the longest wait for a teammate's
 verdict, default 900), ``SWARMLAB_SCRIPTED_MAX_ACTIONS`` (stop after that many actions),
+``SWARMLAB_SCRIPTED_STALL_S`` (a worker's first start sleeps that long after its first message,
+doing nothing: the stall the supervisor detects; a keep-going restart does not sleep),
 ``SWARMLAB_CRITIC_CHECK_TIMEOUT`` (default 600 s), ``SWARMLAB_REPLY_TIMEOUT`` (how long a
 request found in the outbox after a restart is waited for, default 120 s, as the tools).
 """

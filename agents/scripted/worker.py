@@ -41,6 +41,12 @@ class Worker(Submitter):
             self.state.base = self.state.master
         self.reconcile()  # first what became of a submission being made when we stopped
         self.announce()
+        stall = env_float("SWARMLAB_SCRIPTED_STALL_S", 0.0)
+        if stall > 0 and not self.keep_going:
+            # A test knob, the "pending review" case: alive and doing nothing until nudged (a
+            # restart with the keep-going signal does not sleep again).
+            self.notes.log(f"pending review: sleeping {stall:.0f} s (SWARMLAB_SCRIPTED_STALL_S)")
+            self.sleep(stall)
         # Work on a branch of our own: master stays the starting commit, for anyone looking.
         self.git("checkout", "-q", "-B", "scripted", self.state.base)
         self.git.reset(self.state.base)

@@ -40,6 +40,7 @@ class Plan:
     early: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     max_seeds: int = 10
+    past_knee: int | None = None
 
     @property
     def runs(self) -> list[RunRecord]:
@@ -95,6 +96,7 @@ def make_plan(
     differences: Sequence[float] = DIFFERENCES,
     max_seeds: int = 10,
     draws: int = 200,
+    past_knee: int | None = None,
 ) -> Plan:
     """Read the runs under ``paths`` (runs or sweeps), fit, simulate and replay.
 
@@ -106,6 +108,8 @@ def make_plan(
         differences: Relative differences the power table asks about.
         max_seeds: The most seeds per arm the power search tries.
         draws: Simulated comparisons per power estimate.
+        past_knee: Team sizes simulated past each judge's knee (None: the whole grid; see
+            :func:`analysis.plan.team.team_table`).
 
     Raises:
         ValueError: a path holds no run, or the runs hold no judged evaluation.
@@ -123,6 +127,7 @@ def make_plan(
         speeds=speeds,
         devices=devices,
         replications=replications,
+        past_knee=past_knee,
     )
     notes = []
     pilot_ = pilot(runs)
@@ -155,6 +160,7 @@ def make_plan(
         early=early_signal(runs),
         notes=notes,
         max_seeds=max_seeds,
+        past_knee=past_knee,
     )
 
 
@@ -243,7 +249,13 @@ def render(plan: Plan, *, figure: str | None = "plan.png", level: int = 2) -> st
         "",
         f"Every arm gets the same number of seats. Saturated: utilisation >= {SATURATED:.0%}. "
         "Overlap: the untimed stages (checkout, integrity, container, build, load) run on a "
-        "spare CPU beside the timed job.",
+        "spare CPU beside the timed job."
+        + (
+            f" Per judge, teams more than {plan.past_knee} size(s) past its knee are not "
+            "simulated: a saturated judge stays saturated, more seats only lengthen its queue."
+            if plan.past_knee is not None
+            else ""
+        ),
         "",
     ]
     out += _md(

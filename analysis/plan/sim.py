@@ -18,6 +18,7 @@ spare CPU, one per device, while it waits, so the device holds only its timed pa
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 from collections.abc import Iterable, Mapping
@@ -95,7 +96,11 @@ class JudgePool:
         if setup.devices < 1 or setup.speed <= 0:
             raise ValueError("devices must be >= 1 and speed > 0")
         self.env, self.setup = env, setup
-        self.queue: list[SimJob] = []
+        # Waiting jobs, one heap of (seq, job) per fair key: the oldest of a key is its head,
+        # so a claim looks at one head per key (a handful of arms) instead of every waiting
+        # job; the order is ``_order``'s all the same.
+        self.queue: dict[str, list[tuple[int, SimJob]]] = {}
+        self.waiting = 0
         self.arrived = env.event()
         self.last_start: dict[str, float] = {}
         self.judged_trees: set[tuple[str, str]] = set()
@@ -123,13 +128,17 @@ class JudgePool:
                 yield self.env.timeout(job.untimed_s / self.setup.speed)
             job.untimed_s = 0.0
         job.ready_s = self.env.now
-        self.queue.append(job)
+        heapq.heappush(self.queue.setdefault(job.fair_key, []), (job.seq, job))
+        self.waiting += 1
         if not self.arrived.triggered:
             self.arrived.succeed()
 
     def _pick(self) -> SimJob:
-        job = min(self.queue, key=self._order)
-        self.queue.remove(job)
+        """The waiting job first in ``_order``: the least of the keys' oldest jobs."""
+        heads = [heap[0][1] for heap in self.queue.values() if heap]
+        job = min(heads, key=self._order)
+        heapq.heappop(self.queue[job.fair_key])
+        self.waiting -= 1
         return job
 
     def _order(self, job: SimJob) -> tuple[float, int]:
@@ -149,7 +158,7 @@ class JudgePool:
 
     def _device(self):
         while True:
-            if not self.queue:
+            if not self.waiting:
                 if self.arrived.triggered:
                     self.arrived = self.env.event()
                 yield self.arrived

@@ -33,6 +33,7 @@ def team_table(
     speeds: Sequence[float] = SPEEDS,
     devices: Sequence[int] = DEVICES,
     replications: int = REPLICATIONS,
+    past_knee: int | None = None,
 ) -> pd.DataFrame:
     """Simulate every combination and return one row each.
 
@@ -44,6 +45,9 @@ def team_table(
         speeds: Judge speeds to try (2.0: every judge second halved).
         devices: Device counts to try.
         replications: Simulations per row, with seeds 0..n-1, averaged.
+        past_knee: Per judge, simulate only this many team sizes past the first saturated
+            one (None: every size). A saturated judge stays saturated as the team grows, and
+            the largest teams cost the most events, so the report (``0`` or ``1``) skips them.
 
     Returns:
         Columns: seats_per_arm, speed, devices, evaluations, utilisation, mean_wait_s,
@@ -52,9 +56,12 @@ def team_table(
     horizon = float(horizon_s if horizon_s is not None else fit.horizon_s)
     chosen = policy or fit.runs[0].policy
     rows = []
-    for n in seats:
-        for speed in speeds:
-            for count in devices:
+    for speed in speeds:
+        for count in devices:
+            past: int | None = None  # team sizes simulated since the first saturated one
+            for n in sorted(seats):
+                if past is not None and past_knee is not None and past >= past_knee:
+                    break
                 cells = {}
                 for overlap in (False, True):
                     setup = JudgeSetup(
@@ -84,6 +91,14 @@ def team_table(
                         "saturated": utilisation >= SATURATED,
                     }
                 )
+                if past is not None:
+                    past += 1
+                elif utilisation >= SATURATED:
+                    past = 0
+    # Rows in the table's order: team size, then judge speed, then devices.
+    order = {n: i for i, n in enumerate(seats)}
+    rows.sort(key=lambda r: (order[r["seats_per_arm"]], speeds.index(r["speed"]),
+                             devices.index(r["devices"])))  # fmt: skip
     return pd.DataFrame.from_records(rows)
 
 

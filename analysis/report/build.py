@@ -62,14 +62,15 @@ def judge_settings_problems(tables: Tables) -> list[str]:
     return problems
 
 
-def build_report(path: Path, out_dir: Path | None = None, *, plan: bool = False) -> Report:
+def build_report(path: Path, out_dir: Path | None = None, *, plan: bool = True) -> Report:
     """Rebuild tables, figures and ``report.md`` for a run or sweep directory.
 
     Args:
         path: A run directory or a sweep (Hydra multirun) directory.
         out_dir: Where to write (default ``path/analysis``).
-        plan: Also run the planner (``analysis.plan``, a simulation: one draw per row of its
-            team table) into ``plan/`` and end the report with its section and figure.
+        plan: End the report with the planner's section and figure (``analysis.plan``, a
+            simulation; its files in ``plan/``, made again only when the event logs moved);
+            False leaves it out (``--no-plan``).
 
     Returns:
         What was written.
@@ -93,27 +94,19 @@ def build_report(path: Path, out_dir: Path | None = None, *, plan: bool = False)
         text = run_report(tables, figures, led, report)
     else:
         text = sweep_report(tables, figures, led, report, path)
+    planned = None
     if plan:
-        text = text.rstrip("\n") + "\n\n" + plan_section(path, out / "plan")
+        from analysis.plan.cache import plan_section
+
+        planned = plan_section(path, out / "plan")
+        text = text.rstrip("\n") + "\n\n" + planned.section
     # The live view's page as one file beside the report, linked from its top.
     from analysis.view.cli import export
 
-    export(path, out / VIEW_FILE, tables=tables)
+    left_out = {"reason": "no planner section: the report was made with --no-plan"}
+    export(path, out / VIEW_FILE, tables=tables, plan=planned.view if planned else left_out)
     report.write_text(link_view(text))
     return Report(path=report, tables=tables, figures=figures, ledger=led)
-
-
-def plan_section(path: Path, out: Path) -> str:
-    """The planner's section for the report (its files and ``plan.png`` written to ``out``,
-    ``plan/`` beside ``report.md``); one draw per row keeps it to seconds."""
-    from analysis.plan import make_plan, render, write_plan
-
-    try:
-        made = make_plan([path], replications=1, draws=100)
-    except ValueError as exc:  # nothing judged: the report is still made, saying why
-        return f"## Planner (simulation)\n\nNo plan: {exc}.\n"
-    write_plan(made, out)
-    return render(made, figure=f"{out.name}/plan.png")
 
 
 #: The exported view (``python -m analysis.view DIR --export``) next to ``report.md``.
@@ -141,8 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write here instead of DIR/analysis")
     parser.add_argument(
         "--plan",
-        action="store_true",
-        help="end the report with the planner's section and figure (analysis.plan, a simulation)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="end the report with the planner's section and figure (analysis.plan, a "
+        "simulation; the default): --no-plan leaves it out",
     )
     args = parser.parse_args(argv)
     if not (is_run_dir(args.dir) or is_sweep_dir(args.dir)):

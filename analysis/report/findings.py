@@ -15,7 +15,7 @@ from analysis.report.asymmetries import ASYMMETRIES
 from analysis.report.budgets import unspent_budget
 from analysis.report.markdown import num, short
 from analysis.report.noise import noise_findings
-from analysis.report.seat_time import disk_quota, early_exits, endpoint_losses, idlers
+from analysis.report.seat_time import disk_quota, early_exits, endpoint_losses, stalls
 from analysis.tables import RunInfo, Tables, finite_or_none
 
 Finding = Callable[[Tables, RunInfo], list[str]]
@@ -221,7 +221,7 @@ FINDINGS: list[Finding] = [
     after_deadline,
     noise_findings,
     early_exits,
-    idlers,
+    stalls,
 ]
 
 

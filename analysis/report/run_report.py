@@ -16,6 +16,7 @@ from analysis.report.ledger import ledger_section
 from analysis.report.measured import formulas_section
 from analysis.report.paths import paths_section
 from analysis.report.relays import relays_section
+from analysis.report.seat_time import seat_time_section
 from analysis.report.server import server_section
 from analysis.tables import Tables
 
@@ -45,6 +46,7 @@ def run_report(tables: Tables, figures: list[FigureResult], led: pd.DataFrame, o
         "",
         *arms_table(tables.arms, False, run.metric),
         "",
+        *titled("## Seat time", seat_time_section(tables, run)),
         # A run with a private arm: the board's effect, more seats' effect, and the audit.
         *titled("## Three arms", comparison_section(tables, run)),
         *titled("## What differs between the arms", audit_section(tables, run)),

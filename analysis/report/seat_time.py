@@ -1,5 +1,16 @@
-"""Findings on the seats' time: what each seat lost to its model endpoint or its disk quota,
-exits before the deadline and long idle stretches (see :mod:`analysis.report.findings`)."""
+"""The seats' time: how each arm's seat time was spent (:func:`seat_time_section`: working,
+waiting for the judge, stalled, restarting), and the findings on it: what each seat lost to its
+model endpoint or its disk quota, exits before the deadline, and an arm that lost more of its
+seat time to stalls than another (see :mod:`analysis.report.findings`).
+
+Seat time is each seat's time from its first start to the run's end (or its deadline, or the
+seat's ``budget_spent``). Of it: **waiting for the judge** is from each of its submissions to
+the verdict; **stalled** is each ``stalled`` event's quiet stretch (``runner.supervisor``: no
+model call, tool call, submission or post for ``agent.stall_minutes``), from the seat's last
+activity to the nudge, or, with ``agent.on_stall=record``, on to the seat's next submission,
+post or lifecycle event; **restarting** is from an ``exited`` event to the seat's next start;
+**working** is the rest. (Before live stall detection the report listed idle stretches from
+posts and submissions alone; the ``stalled`` events replace them.)"""
 
 from __future__ import annotations
 
@@ -8,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.report.markdown import num, pct, pct1
+from analysis.report.markdown import num, pct, pct1, table
 from analysis.report.measures import lost_shares
 from analysis.tables import RunInfo, Tables
 
@@ -141,3 +152,138 @@ def _idle(tables: Tables, run: RunInfo) -> pd.DataFrame:
     df = df.dropna(subset=["gap"])
     longest = df.groupby(["arm", "agent"])["gap"].idxmax()
     return df.loc[longest, ["arm", "agent", "gap", "from_s", "start"]].reset_index(drop=True)
+
+
+#: The parts of seat time, in the table's order (``working`` is what is left).
+PARTS = ("working", "waiting for the judge", "stalled", "restarting")
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _length(spans: list[tuple[float, float]], minus: list[tuple[float, float]] = ()) -> float:
+    """Total length of ``spans`` (merged), less what overlaps ``minus`` (merged)."""
+    total = 0.0
+    cut = _union(list(minus))
+    for start, end in _union(spans):
+        total += end - start
+        for a, b in cut:
+            total -= max(0.0, min(end, b) - max(start, a))
+    return total
+
+
+def _clip(spans: list[tuple[float, float]], begin: float, stop: float) -> list[tuple[float, float]]:
+    return [(max(a, begin), min(b, stop)) for a, b in spans if min(b, stop) > max(a, begin)]
+
+
+def _detail(value: Any) -> dict[str, Any]:
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else {}
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def seat_time(tables: Tables, run: RunInfo) -> pd.DataFrame:
+    """Each seat's time by part (seconds): arm, agent, seat_s and one column per :data:`PARTS`."""
+    end = (min(run.end_at, run.deadline) if run.deadline else run.end_at) - run.started_at
+    life = tables.lifecycle.sort_values("t_s", kind="stable")
+    subs = tables.submissions
+    posts = tables.messages
+    rows = []
+    for seat in run.seats:
+        mine = life[(life["arm"] == seat.arm) & (life["agent"] == seat.agent)]
+        starts = mine[mine["event"].isin(["started", "restarted", "resumed"])]
+        if starts.empty:
+            continue
+        begin = float(starts["t_s"].min())
+        spent = mine[mine["event"] == "budget_spent"]
+        stop = min(end, float(spent["t_s"].min())) if not spent.empty else end
+        if stop <= begin:
+            continue
+        clip = [(begin, stop)]
+        restarting = []
+        for row in mine[mine["event"] == "exited"].itertuples(index=False):
+            after = starts[starts["t_s"] > row.t_s]["t_s"]
+            restarting.append((float(row.t_s), float(after.min()) if not after.empty else stop))
+        own = subs[(subs["arm"] == seat.arm) & (subs["agent"] == seat.agent)]
+        acts = sorted(
+            [float(t) for t in own["t_s"]]
+            + [float(t) for t in posts[(posts["arm"] == seat.arm)
+                                       & (posts["author"] == seat.agent)]["t_s"]]
+            + [float(t) for t in mine[mine["event"] != "stalled"]["t_s"]]
+        )  # fmt: skip
+        stalled = []
+        for row in mine[mine["event"] == "stalled"].itertuples(index=False):
+            detail = _detail(row.detail)
+            idle = float(detail.get("idle_s") or 0.0)
+            until = float(row.t_s)
+            if detail.get("action") == "record":  # not nudged: quiet until it did something
+                later = [t for t in acts if t > until]
+                until = later[0] if later else stop
+            stalled.append((float(row.t_s) - idle, until))
+        waiting = [
+            (float(a), float(b) if pd.notna(b) else stop)
+            for a, b in zip(own["t_s"], own["t_verdict_s"], strict=True)
+        ]
+        restarting = _clip(restarting, begin, stop)
+        stalled = _clip(stalled, begin, stop)
+        waiting = _clip(waiting, begin, stop)
+        parts = {
+            "restarting": _length(restarting),
+            "stalled": _length(stalled, restarting),
+            "waiting for the judge": _length(waiting, restarting + stalled),
+        }
+        parts["working"] = max(0.0, _length(clip) - sum(parts.values()))
+        rows.append({"arm": seat.arm, "agent": seat.agent, "seat_s": stop - begin, **parts})
+    return pd.DataFrame(rows, columns=["arm", "agent", "seat_s", *PARTS])
+
+
+def seat_time_section(tables: Tables, run: RunInfo) -> list[str]:
+    """``## Seat time``: per arm, its seat-minutes and the share of each part."""
+    df = seat_time(tables, run)
+    if df.empty:
+        return []
+    arms = df.groupby("arm", sort=False)[["seat_s", *PARTS]].sum()
+    rows = [
+        [arm, int((df["arm"] == arm).sum()), num(r.seat_s / 60)]
+        + [f"{num(r[p] / 60)} ({pct(r[p] / r.seat_s if r.seat_s else 0)})" for p in PARTS]
+        for arm, r in arms.iterrows()
+    ]
+    return [
+        *table(["arm", "seats", "seat-min", *(f"{p} (min)" for p in PARTS)], rows),
+        "",
+        "Stalled: a seat alive but with no model call, tool call, submission or post for "
+        "`agent.stall_minutes` (the `stalled` events); restarting: from an exit to the next "
+        "start; waiting for the judge: from a submission to its verdict.",
+    ]
+
+
+def stalls(tables: Tables, run: RunInfo) -> list[str]:
+    """An arm that lost more of its seat time to stalls than another (``stalled`` events)."""
+    df = seat_time(tables, run)
+    if df.empty or not df["stalled"].any():
+        return []
+    arms = df.groupby("arm", sort=True)[["seat_s", "stalled"]].sum()
+    shares = {
+        arm: (r.stalled, r.stalled / r.seat_s if r.seat_s else 0.0) for arm, r in arms.iterrows()
+    }
+    shown = ", ".join(
+        f"{arm} {num(s / 60)} seat-min ({pct1(share)} of its seat time)"
+        for arm, (s, share) in shares.items()
+    )
+    worst = max(shares, key=lambda a: shares[a][1])
+    if len(shares) > 1 and len({round(v[1], 3) for v in shares.values()}) == 1:
+        return [f"Seats stalled (alive, doing nothing) for {shown}: the same share in every arm."]
+    return [
+        f"Seats stalled (alive, doing nothing, until nudged or recorded) for {shown}: {worst} "
+        "lost the most of its seat time to stalls, so its effective budget was that much "
+        "shorter."
+    ]

@@ -31,7 +31,9 @@ NICE = 10
 EXPORT_DETAILS = 2000
 
 
-def export(path: Path, out: Path, tables: Tables | None = None) -> Path:
+def export(
+    path: Path, out: Path, tables: Tables | None = None, plan: dict[str, Any] | None = None
+) -> Path:
     """Write the page with every section's data (and the evaluations' details) inlined.
 
     Args:
@@ -39,17 +41,20 @@ def export(path: Path, out: Path, tables: Tables | None = None) -> Path:
         out: The HTML file to write.
         tables: ``analysis.tables.build_tables(path)`` when the caller has built them
             (``analysis.report``); else built here.
+        plan: The planner's view data when the caller has it (``analysis.report``); else
+            from the plan's cache in ``path/analysis/plan`` (:func:`plan_view`).
 
     Returns:
         ``out``.
     """
     from analysis.tables import build_tables
-    from analysis.view.data import build_sections, evaluation_detail
+    from analysis.view.data import build_sections, evaluation_detail, plan_view
     from analysis.view.page import render
 
     if tables is None:
         tables = build_tables(path)
     data: dict = {"sections": build_sections(tables, time.time()), "details": {}}
+    data["sections"]["plan"] = plan if plan is not None else plan_view(path)
     ev = tables.evaluations
     if len(ev) <= EXPORT_DETAILS:
         for run_id, job in zip(ev["run_id"], ev["job_id"], strict=True):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -746,3 +747,11 @@ def evaluation_detail(tables: Tables, run_id: str, job_id: int) -> dict[str, Any
         "diff": diff[:DIFF_CHARS],
         "diff_truncated": len(diff) > DIFF_CHARS,
     }
+
+
+def plan_view(path: Path) -> dict[str, Any]:
+    """The planner's section for the view (``analysis.plan.cache``: simulated once per state
+    of the event logs, kept in ``path/analysis/plan``)."""
+    from analysis.plan.cache import plan_section
+
+    return plan_section(Path(path), Path(path) / "analysis" / "plan").view

@@ -197,6 +197,10 @@ def transcript_steps(run: RunInfo, arm: str, seat: str) -> tuple[list[dict[str, 
         except (OSError, ValueError):
             doc = None
         if isinstance(doc, dict) and isinstance(doc.get("steps"), list):
+            # The steps table says what each step was (a scripted agent's move, submit, post
+            # or wait); the file's own fields say only who spoke and whether it called tools.
+            rows = step_rows(run, arm, seat)
+            kinds = dict(zip(rows["step"], rows["kind"], strict=True)) if len(rows) else {}
             out = []
             for n, st in enumerate(doc["steps"]):
                 if not isinstance(st, dict):
@@ -208,7 +212,7 @@ def transcript_steps(run: RunInfo, arm: str, seat: str) -> tuple[list[dict[str, 
                     int(metrics.get(k) or 0) for k in ("prompt_tokens", "completion_tokens")
                 )
                 at = _epoch(st.get("timestamp"))
-                kind = (st.get("extra") or {}).get("kind") or (
+                kind = kinds.get(st.get("step_id")) or (
                     "tool" if calls else str(st.get("source") or "agent")
                 )
                 out.append(

@@ -101,6 +101,24 @@ class ViewState:
     _read_lock: threading.Lock = field(default_factory=threading.Lock)
     _building: threading.Thread | None = None
     _last_start: float = -math.inf
+    _plan: dict[str, Any] | None = None
+    _plan_at: float = -math.inf
+    _plan_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def plan(self) -> dict[str, Any]:
+        """The planner's section (``analysis.plan.cache``: a stat when the logs did not move).
+        While a run writes, simulated again at most every :data:`PLAN_EVERY_S` seconds: it
+        costs seconds, and a plan of a run in progress is a sketch anyway."""
+        from analysis.view.data import plan_view
+
+        with self._plan_lock:
+            if self._plan is None or time.monotonic() - self._plan_at >= PLAN_EVERY_S:
+                try:
+                    self._plan = plan_view(self.path)
+                except Exception as exc:  # a half-written log: say so, try again later
+                    self._plan = {"reason": f"no plan yet ({type(exc).__name__}: {exc})"}
+                self._plan_at = time.monotonic()
+            return self._plan
 
     def __post_init__(self) -> None:
         self.live = LiveTables(self.path)
@@ -244,6 +262,9 @@ class ViewState:
             self.snapshot = Snapshot(files, now, build_s, tables, sections, encoded, seq)
             return self.snapshot
 
+
+#: Seconds between two simulations of the planner's section while the logs move.
+PLAN_EVERY_S = 60.0
 
 #: Sections with a value that depends on the moment of the request (time left).
 CLOCKED = frozenset({"run", "race"})
@@ -397,6 +418,8 @@ def make_handler(state: ViewState, host: str, port: int) -> type[BaseHTTPRequest
                         self._json(HTTPStatus.OK, payload)
                 elif route == "/api/seat":
                     self._json(*_seat_answer(state, parse_qs(url.query)))
+                elif route == "/api/plan":
+                    self._json(HTTPStatus.OK, {"data": state.plan()})
                 elif route == "/api/board/search":
                     query = parse_qs(url.query)
                     snap = state.current()

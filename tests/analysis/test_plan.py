@@ -5,6 +5,7 @@ order is checked against the real ``judge.queue.JudgeQueue`` on SQLite."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from contextlib import closing
@@ -294,20 +295,31 @@ def test_the_fitted_model_predicts_the_run_it_was_fitted_on():
     assert slower["phase_s"]["relative_error"] > 0.3
 
 
-def test_the_report_ends_with_the_planners_section_when_asked(tmp_path: Path):
+def test_every_report_ends_with_the_planners_section_made_once(tmp_path: Path):
     from analysis.report.build import build_report
+    from analysis.report.build import main as report_main
 
     run = tmp_path / "run"
     shutil.copytree(DEMO, run)
-    plain = build_report(run).path.read_text()
+    assert report_main([str(run), "--no-plan"]) == 0
+    plain = (run / "analysis" / "report.md").read_text()
     assert "Planner (simulation)" not in plain
-    text = build_report(run, plan=True).path.read_text()
+    text = build_report(run).path.read_text()  # the default
     assert text.startswith(plain.rstrip("\n"))  # the report itself is unchanged
     assert (
         "## Planner (simulation)" in text
         and "![Team size x judge (simulation)](plan/plan.png)" in text
     )
-    assert (run / "analysis" / "plan" / "plan.png").is_file()
+    figure = run / "analysis" / "plan" / "plan.png"
+    made = figure.stat().st_mtime_ns
+    # Built again from the same event log: the cached section, not a new simulation.
+    assert build_report(run).path.read_text() == text
+    assert figure.stat().st_mtime_ns == made
+    # The log moved (a re-judge wrote to it): simulated again, to the same numbers (seeded).
+    with closing(sqlite3.connect(run / "events.sqlite")) as db, db:
+        db.execute("CREATE TABLE IF NOT EXISTS touched (x)")
+    assert build_report(run).path.read_text() == text
+    assert figure.stat().st_mtime_ns != made
 
 
 def test_a_submission_never_judged_is_replayed_at_its_arms_median(tmp_path: Path):
@@ -381,4 +393,23 @@ def test_a_run_whose_judge_judged_nothing_gives_no_plan(tmp_path: Path):
     with pytest.raises(ValueError, match="judged nothing"):
         make_plan([run])
     assert main([str(run), "--out", str(tmp_path / "out")]) == 2
-    assert "No plan: the judge judged nothing" in build_report(run, plan=True).path.read_text()
+    text = build_report(run).path.read_text()
+    section = text[text.index("## Planner (simulation)") :].strip().splitlines()
+    line = (
+        "Not enough to plan: the judge judged nothing in these runs: no judge seconds to plan from."
+    )
+    assert section[1:] == ["", line]  # one line, no tables
+    # The view says the same (its data written beside the report's plan folder, and inlined).
+    view = json.loads((run / "analysis" / "plan" / "view.json").read_text())
+    assert view["reason"] == "not enough to plan: " + line.split(": ", 1)[1].rstrip(".")
+    assert view["reason"] in (run / "analysis" / "view.html").read_text()
+
+
+def test_a_run_whose_folder_cannot_be_written_still_gets_its_plan(tmp_path: Path) -> None:
+    from analysis.plan.cache import plan_section
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")  # as root, chmod cannot stop a write; this can
+    made = plan_section(DEMO, blocked / "plan")
+    assert "simulation" in made.section.lower()
+    assert made.view and not (blocked / "plan").exists()

@@ -98,7 +98,10 @@ def test_not_solid_is_drawn_from_the_data(built):
     assert "1 WRONG verdict(s) with every token correct" in solid and c["c3"][:10] in solid
     assert "flagged `near_tie`" in solid and "flagged `b1_unresolved`" in solid
     assert "swarm/w1 exited before the deadline 1 time(s)" in solid
-    assert "swarm/critic idled 99.0 s" in solid and "solo/w1 idled" not in solid
+    # The idle lines from posts and submissions are replaced by the seat-time table.
+    assert "idled" not in solid and "stalled" not in solid  # no stalled events in this run
+    seat_time = _section(_report(built.path), "Seat time")
+    assert "waiting for the judge (min)" in seat_time and "| swarm | 3 |" in seat_time
     assert "1 submission(s) were never evaluated" in solid
     assert "Timing noise" in solid and "Noise is larger than the gap" not in solid
     assert "seat counts differ: swarm 3, solo 1" in solid
@@ -123,6 +126,29 @@ def test_a_seat_that_ended_at_the_deadline_did_not_exit_before_it(run_factory):
     minute = f"{(RUN_S - 30) / 60:.1f}"
     assert f"swarm/w2 exited before the deadline 1 time(s) (at minute {minute})" in solid
     assert "solo/w1 exited" not in solid  # a restart alone is not an exit
+
+
+def test_stalls_make_the_seat_time_table_and_the_arm_that_lost_more_is_said(run_factory):
+    run = run_factory()
+    events = EventLog(run.path / "events.sqlite")
+    # swarm/w2 quiet for 20 s, nudged at +60 s; solo/w1 quiet 10 s, recorded only, until its
+    # next post (none after: until the end).
+    events.lifecycle("swarm", "w2", "stalled", idle_s=20.0, action="nudge", last={}, restarts=0)
+    _stamp(events, "lifecycle", _last_id(events, "lifecycle"), T0 + 60)
+    events.lifecycle("swarm", "w2", "restarted", restarts=1, reason="stalled", idle_s=20.0)
+    _stamp(events, "lifecycle", _last_id(events, "lifecycle"), T0 + 60)
+    events.lifecycle("solo", "w1", "stalled", idle_s=10.0, action="record", last={}, restarts=0)
+    _stamp(events, "lifecycle", _last_id(events, "lifecycle"), T0 + RUN_S - 10)
+    assert main([str(run.path)]) == 0
+    text = _report(run.path)
+    table = _section(text, "Seat time")
+    swarm = next(line for line in table.splitlines() if line.startswith("| swarm |"))
+    solo = next(line for line in table.splitlines() if line.startswith("| solo |"))
+    # swarm: 20 s of 3 seats' time; solo: 10 s quiet, then on to its next event or the end.
+    assert swarm.split("|")[6].strip().startswith("0.3")
+    assert float(solo.split("|")[6].split()[0]) >= 0.2
+    solid = _section(text, "What is not solid")
+    assert "Seats stalled" in solid and "solo lost the most of its seat time to stalls" in solid
 
 
 def test_a_seat_at_its_disk_quota_and_a_quota_not_enforced_are_said(run_factory):

@@ -48,7 +48,7 @@ def test_an_older_event_log_is_upgraded_to_the_schema(tmp_path):
         for table in event_tables():
             later = {name for name, _ in LATER_COLUMNS.get(table, [])}
             kept = [c for c in columns(table) if c not in later]
-            if table != "model_calls":
+            if table not in ("model_calls", "steps"):
                 db.execute(f"CREATE TABLE {table} ({', '.join(kept)})")
         db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     db.close()
@@ -59,7 +59,7 @@ def test_an_older_event_log_is_upgraded_to_the_schema(tmp_path):
             assert got == columns(table), table
     db.close()
     assert set(event_tables()) == {
-        "lifecycle", "submissions", "evaluations", "messages", "tokens", "model_calls"
+        "lifecycle", "submissions", "evaluations", "messages", "tokens", "model_calls", "steps"
     }  # fmt: skip
     with pytest.raises(ValueError, match="no table"):
         EventLog(path).table("meta")

@@ -435,6 +435,17 @@ def test_the_server_never_writes_the_run(fixture_run: FixtureRun) -> None:
         assert (fixture_run.path / "events.sqlite-wal").stat().st_size == 0
     assert {k: after[k] for k in before} == before
     assert db.read_bytes() == data
+    # The planner's section is simulated once and kept beside the report's files
+    # (analysis/plan), the one folder the server writes; asked again, it is read back.
+    with serving(fixture_run.path) as base:
+        first = get(f"{base}/api/plan")
+    plan_files = set(files()) - set(after)
+    assert plan_files and all(p.startswith("analysis/plan/") for p in plan_files)
+    stamp = (fixture_run.path / "analysis" / "plan" / "stamp.json").stat().st_mtime_ns
+    with serving(fixture_run.path) as base:
+        assert get(f"{base}/api/plan") == first
+    assert (fixture_run.path / "analysis" / "plan" / "stamp.json").stat().st_mtime_ns == stamp
+    assert db.read_bytes() == data
 
 
 def test_the_export_is_one_file_without_network_references(
@@ -454,7 +465,11 @@ def test_the_export_is_one_file_without_network_references(
     assert "<script>alert(1)" not in html
     assert html.count("<script") == 2  # the data element and the page's script, nothing else
     data = json.loads(re.search(r'id="inline-data"[^>]*>(.*?)</script>', html, re.S).group(1))
-    assert set(data["sections"]) == set(SECTIONS)
+    assert set(data["sections"]) == {*SECTIONS, "plan"}
+    plan = data["sections"]["plan"]
+    assert plan["label"] == "simulation" and plan["reason"] is None
+    assert plan["figure"].startswith("data:image/png;base64,")  # offline: no file beside it
+    assert sum(r["knee"] for r in plan["team"]) == plan_knees(plan)
     assert data["sections"]["board"]["messages"][-1]["text"] == hostile  # the same text back
     tables = build_tables(run.path)
     assert len(data["details"]) == len(tables.evaluations)
@@ -488,6 +503,7 @@ def test_the_page_in_a_browser_renders_and_updates_live(
         assert browser.execute_script("return window.__pwned") is None
         assert browser.find_elements("id", "injected") == []
         assert hostile in browser.find_element("id", "board").text  # shown as text
+        _assert_plan_drawn(browser)
         text = browser.find_element("id", "race").text
         best = tables.arms.set_index("arm")["best_x_baseline"]
         for arm, x in best.items():
@@ -527,6 +543,7 @@ def test_the_export_opens_in_a_browser_with_no_server(
     browser.get(out.as_uri())
     wait_for_sections(browser)
     assert severe(browser) == []
+    _assert_plan_drawn(browser)
     browser.find_element("css selector", "#subtable tbody tr.clickable").click()
     assert "diff against its parent" in browser.find_element("id", "detail").text
     # The arms' paths: swarm's and solo's moe steps matched, a step opens its evaluation.
@@ -535,6 +552,25 @@ def test_the_export_opens_in_a_browser_with_no_server(
     browser.find_element("css selector", "#paths .path-step").click()
     assert "diff against its parent" in browser.find_element("id", "detail").text
     shoot(browser, "export")
+
+
+def plan_knees(plan: dict) -> int:
+    """How many judges of the planner's section have a knee in its team table."""
+    return sum(k["knee_seats_per_arm"] is not None for k in plan["knees"])
+
+
+def _assert_plan_drawn(browser) -> None:
+    """The planner's section: labelled a simulation, the knee rows highlighted, a replay
+    table, and its figure loaded (a decoded image has a width)."""
+    text = browser.find_element("id", "plan").text
+    assert "simulation" in text and "Counterfactual replay" in text
+    team = browser.find_elements("css selector", "#plan-team tbody tr")
+    knees = browser.find_elements("css selector", "#plan-team tbody tr.knee")
+    assert team and knees and len(knees) < len(team)
+    for row in knees:
+        assert row.find_elements("css selector", "td")[-1].text == "yes"  # saturated
+    img = browser.find_element("id", "plan-figure")
+    assert browser.execute_script("return arguments[0].naturalWidth", img) > 0
 
 
 @pytest.mark.browser
@@ -575,7 +611,12 @@ def test_a_sweeps_page_picks_a_seed_in_a_browser(browser, sweep_dir: Path) -> No
         runs = Select(browser.find_element("id", "runsel"))
         assert [o.text.split(" · ")[0] for o in runs.options] == ["seed 1", "seed 2"]
         assert "sweep of 2 runs" in browser.find_element("id", "title").text
+        # The planner reads both seeds (one plan) and replays each: the page shows the picked one.
+        assert browser.find_element("id", "plan").text.count("Counterfactual replay of") == 1
+        first = browser.find_element("css selector", "#plan h3:nth-of-type(2)").text
         runs.select_by_index(1)
         wait_for_sections(browser)
         assert severe(browser) == []
+        assert browser.find_element("id", "plan").text.count("Counterfactual replay of") == 1
+        assert browser.find_element("css selector", "#plan h3:nth-of-type(2)").text != first
         shoot(browser, "sweep")

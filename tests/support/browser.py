@@ -75,6 +75,6 @@ def shoot(driver: Any, name: str) -> None:
     from analysis.view.data import SECTIONS  # the plugin loads for every test: no pandas then
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for sid in SECTIONS[1:]:
+    for sid in (*SECTIONS[1:], "plan"):  # the planner's section is served on its own
         element = driver.find_element("id", sid)
         element.screenshot(str(SCREENSHOTS / f"{name}-{sid}.png"))

@@ -650,6 +650,54 @@ function renderCost() {
   ready("cost");
 }
 
+// ---- planner (a simulation: analysis.plan, computed once per state of the logs) ---------
+function renderPlan() {
+  const p = D.plan;
+  if (!p) return;
+  if (p.reason) {
+    body("plan").innerHTML = `<p class="note" id="plan-none">${esc(p.reason)}</p>`;
+    ready("plan");
+    return;
+  }
+  let html = `<p class="note">Every number here is a <b>simulation</b> of the judge queue (analysis.plan, simpy) from what the run(s) recorded, not a measurement: ${esc(p.runs.join(", "))}; ${num(p.horizon_s / 3600, 2)} h per simulated run.` +
+    (p.past_knee === null ? "" : ` Per judge, teams more than ${esc(p.past_knee)} size(s) past its knee are not simulated.`) + `</p>`;
+  html += `<h3>Team size x judge (simulation; the knee, the smallest team that saturates each judge, highlighted)</h3>`;
+  const heads = ["seats/arm", "speed", "devices", "evaluations", "utilisation", "mean wait s", "p95 wait s", "evaluations, overlap", "saturated"];
+  const rows = p.team.map((r) => `<tr class="${r.knee ? "knee" : ""}">` + [esc(r.seats_per_arm), `${esc(r.speed)}x`, esc(r.devices),
+    num(r.evaluations, 0), pct(r.utilisation), num(r.mean_wait_s), num(r.p95_wait_s), num(r.evaluations_overlap, 0),
+    r.saturated ? "yes" : "no"].map((c, i) => `<td class="${i === 1 || i === 8 ? "" : "num"}">${c}</td>`).join("") + `</tr>`).join("");
+  html += `<table id="plan-team"><thead><tr>${heads.map((h) => `<th>${esc(h)}</th>`).join("")}</tr></thead><tbody>${rows}</tbody></table>`;
+  html += table(["speed", "devices", "knee (seats per arm)", "evaluations at the knee"], p.knees.map((k) => [
+    `${esc(k.speed)}x`, esc(k.devices), k.knee_seats_per_arm === null ? "not in the table" : esc(k.knee_seats_per_arm),
+    num(k.evaluations_at_knee, 0)]), [1, 2, 3]);
+  for (const rp of ofRun(p.replays)) {  // a sweep: the seed picked
+    html += `<h3>Counterfactual replay of ${esc(rp.run_id)} (simulation)</h3>` + table(
+      ["scenario", "arm", "evaluations", "utilisation", "mean wait s", "p95 wait s", "best known at s", "sooner s"],
+      rp.rows.map((r) => [esc(r.scenario), r.arm ? tag(r.arm, armColour(r.arm)) : "-", esc(r.evaluations), pct(r.utilisation),
+        num(r.mean_wait_s), num(r.p95_wait_s), num(r.best_known_s), num(r.sooner_s)]), [2, 3, 4, 5, 6, 7]);
+  }
+  for (const note of p.notes || []) html += `<p class="note">${esc(note)}</p>`;
+  html += `<figure><img id="plan-figure" alt="Team size x judge (simulation)" src="${esc(p.figure)}" style="max-width:100%">` +
+    `<figcaption class="note">Team size x judge (simulation): utilisation and mean queue wait against seats per arm.</figcaption></figure>`;
+  body("plan").innerHTML = html;
+  ready("plan");
+}
+let planAt = -Infinity;  // when the page last asked for the planner's section (ms)
+async function loadPlan() {
+  // Seconds of simulation on the server when the logs moved: asked for once a minute at most.
+  if (Date.now() - planAt < 60000) return;
+  planAt = Date.now();
+  try {
+    const res = await fetch("/api/plan");
+    const payload = await res.json();
+    if (!res.ok) throw new Error(payload.error || res.statusText);
+    D.plan = payload.data;
+  } catch (err) {
+    D.plan = { reason: `no plan yet (${err.message})` };
+  }
+  renderPlan();
+}
+
 // ---- data and polling -------------------------------------------------------------------
 function renderAll() {
   renderRun();
@@ -661,6 +709,7 @@ function renderAll() {
   renderPaths();
   renderSeats();
   renderCost();
+  renderPlan();
 }
 function setLive(text, stale) {
   const el = document.getElementById("live");
@@ -682,6 +731,7 @@ async function loadAll() {
   if (Math.max(...seqs) !== sectionsSeq) sectionsSeq = -1;  // mixed: load again next poll
   clockOffset = D.run.now - Date.now() / 1000;
   renderAll();
+  loadPlan();
 }
 function addRows(held, rows, key) {
   // Rows by key: a row held is replaced (a submission its verdict completed), a new one added.
