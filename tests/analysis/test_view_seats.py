@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import urllib.error
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from tests.support.browser import severe, shoot, wait_for_sections
 from tests.support.trajectories import synthetic_steps, write_seat
 
 STEPS = 60
+FIXTURES = Path(__file__).parent / "fixtures" / "tokens"
 
 
 @pytest.fixture
@@ -192,3 +194,29 @@ def test_a_seats_page_live_from_the_board_and_the_lineage(browser, seat_run: Fix
         )
         assert browser.find_element("id", opened).get_attribute("open") is not None
         assert severe(browser) == []
+
+
+def test_a_real_writers_trajectory_reads_as_its_steps(seat_run: FixtureRun) -> None:
+    """The trajectory the runner writes (``agents.trajectory``, from the Claude Code fixture
+    the token readers are tested on) reads on the seat's page step for step: its tool calls,
+    their results and its tokens, as the writer's own ``steps`` rows say."""
+    from agents.clis import get_cli
+    from agents.trajectory import build, record_turns, write
+
+    files = [FIXTURES / "claude_code_session.jsonl"]
+    usage = get_cli("claude_code").read_records(files)
+    seat = build(record_turns(files, "claude_code"), seat="w1", agent_name="cc", source="cc",
+                 usage=usage)  # fmt: skip
+    folder = seat_run.path / "arms" / "solo" / "agents" / "w1"
+    folder.mkdir(parents=True)
+    write(folder, seat)
+    tables = build_tables(seat_run.path)
+    page = seat_page(tables, tables.runs[0], "solo", "w1", time.time(), limit=0)
+    tr = page["transcript"]
+    assert tr["source"] == "trajectory.json" and tr["total"] == len(seat.rows)
+    for shown, row in zip(tr["steps"], seat.rows, strict=True):
+        assert shown["step"] == row["step"]
+        assert shown["tool"] == row["tool"]
+        assert shown["tokens"] == row["tokens"]
+    calls = [c for st in tr["steps"] for c in st["calls"]]
+    assert calls and any(st["results"] for st in tr["steps"])
