@@ -71,9 +71,11 @@ class Improvement:
 
 @dataclass
 class Step:
-    """One matched group: the improvements (at most one per arm) judged to be the same step."""
+    """One matched group: the improvements (the first per arm) judged to be the same step, and
+    any later improvement of an arm that made the same change again (on another line)."""
 
     members: dict[str, Improvement]  # by arm
+    again: list[Improvement] = field(default_factory=list)
 
     def found_by(self, arms: list[str]) -> str:
         """``both arms`` / ``all arms``, ``only <arm>``, or ``<arm> and <arm>``."""
@@ -94,21 +96,22 @@ class Step:
 def diff_of(repo: Path, base: str, commit: str) -> tuple[Changes, frozenset[str]]:
     """Files, functions and normalised changed lines from ``base`` to ``commit``.
 
-    Lines are kept with their sign and file (``engine.py:+x = 1``), whitespace collapsed, blank
-    ones dropped: the same edit applied on two bases reads the same.
+    Lines are kept with their sign, file and enclosing function (``engine.py:moe:+x = 1``),
+    whitespace collapsed, blank ones dropped: the same edit applied on two bases reads the same.
     """
     diff = _git(repo, "diff", "-U0", "--no-color", "--no-ext-diff", base, commit, attributes=True)
     files: dict[str, set[str]] = {}
     lines: set[str] = set()
-    current = None
+    current, where = None, ""
     for line in diff.splitlines():
         if line.startswith("diff --git "):
-            current = line.rsplit(" b/", 1)[-1]
+            current, where = line.rsplit(" b/", 1)[-1], ""
             files.setdefault(current, set())
         elif current is None:
             continue
         elif line.startswith("@@"):
             match = _DEF.match(line.split("@@", 2)[-1])
+            where = match.group(1) if match else ""
             if match:
                 files[current].add(match.group(1))
         elif line[:1] in "+-" and not line.startswith(("+++", "---")):
@@ -117,7 +120,8 @@ def diff_of(repo: Path, base: str, commit: str) -> tuple[Changes, frozenset[str]
                 files[current].add(match.group(1))
             text = _SPACE.sub(" ", line[1:]).strip()
             if text:
-                lines.add(f"{current}:{line[0]}{text}")
+                # The enclosing function too: one edit made in two functions is two edits.
+                lines.add(f"{current}:{where}:{line[0]}{text}")
     changes = Changes(
         files=sorted(files), functions={k: sorted(v) for k, v in sorted(files.items()) if v}
     )
@@ -251,6 +255,27 @@ def match_steps(by_arm: dict[str, list[Improvement]]) -> tuple[list[Step], dict[
                 why.setdefault(x.key, reason)
                 why.setdefault(y.key, reason)
     steps = [Step({imps[k].arm: imps[k] for k in keys}) for keys in members.values()]
+    # An arm may make the same change twice (a seat re-applying it on a line that lacked it):
+    # a lone improvement whose diff is like a member's of its own arm joins that step, again.
+    lone = [s for s in steps if len(s.members) == 1]
+    for step in sorted(lone, key=lambda s: s.first_t_s):
+        (imp,) = step.members.values()
+        best = max(
+            (
+                (similarity(imp, m), -other.first_t_s, n)
+                for n, other in enumerate(steps)
+                if other is not step and other.members.get(imp.arm) is not None
+                for m in [other.members[imp.arm]]
+                if m.t_end_s < imp.t_end_s
+            ),
+            default=None,
+        )
+        if best is not None and best[0] >= SIMILAR:
+            target = steps[best[2]]
+            target.again.append(imp)
+            why.setdefault(imp.key, f"again (J={best[0]:.2f})")
+            step.members = {}
+    steps = [s for s in steps if s.members]
     steps.sort(key=lambda s: (s.first_t_s, min(m.key for m in s.members.values())))
     return steps, why
 
@@ -266,8 +291,13 @@ def pair_truth(
     steps, _ = match_steps(by_arm)
     found = set()
     for step in steps:
-        keys = sorted(m.key for m in step.members.values())
-        found |= {(p, q) for n, p in enumerate(keys) for q in keys[n + 1 :]}
+        keys = sorted(m.key for m in [*step.members.values(), *step.again])
+        found |= {
+            (p, q)
+            for n, p in enumerate(keys)
+            for q in keys[n + 1 :]
+            if p.split(":")[0] != q.split(":")[0]  # the truth holds cross-arm pairs only
+        }
     all_imps = sorted((i for items in by_arm.values() for i in items), key=lambda i: i.key)
     truth = {
         (p.key, q.key)

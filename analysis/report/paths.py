@@ -52,7 +52,15 @@ def step_rows(steps: list[Step], arms: list[str]) -> list[list[Any]]:
                 n,
                 first.describe(),
                 step.found_by(arms),
-                *[found_cell(step.members[a]) if a in step.members else "-" for a in arms],
+                *[
+                    "; again ".join(
+                        found_cell(m)
+                        for m in [step.members[a], *[x for x in step.again if x.arm == a]]
+                    )
+                    if a in step.members
+                    else "-"
+                    for a in arms
+                ],
             ]
         )
     return rows

@@ -611,6 +611,19 @@ def _paths(tables: Tables) -> dict[str, Any]:
                             }
                             for arm, imp in step.members.items()
                         },
+                        # Later improvements of an arm that made the same change again.
+                        "again": [
+                            {
+                                "arm": imp.arm,
+                                "agent": imp.agent,
+                                "job_id": imp.job_id,
+                                "commit": imp.commit,
+                                "t_s": imp.t_end_s,
+                                "x": imp.x,
+                                "gain_x": imp.gain_x,
+                            }
+                            for imp in step.again
+                        ],
                     }
                     for step in steps
                 ],

@@ -169,3 +169,22 @@ def test_report_section_names_the_arms_and_the_label(tmp_path: Path) -> None:
     # swarm's c2 (moe) and solo's s1 (moe) changed the same function: one step, both arms.
     assert "both arms" in text and "only swarm" in text
     assert "engine.py (moe)" in text
+
+
+def test_an_arm_making_the_same_change_twice_is_one_step_found_again() -> None:
+    from analysis.paths import Improvement
+
+    def imp(arm: str, job: int, t: float, lines: set[str]) -> Improvement:
+        return Improvement(arm, "w1", job, f"{job:040x}", None, None, 1.0 + job, 0.1, t, "",
+                           ["e.py"], {"e.py": ["moe"]}, frozenset(lines))  # fmt: skip
+
+    cache = {"e.py:moe:+cache = {}", "e.py:moe:-cache = None"}
+    by_arm = {
+        "swarm": [imp("swarm", 1, 10, cache), imp("swarm", 2, 30, cache | {"e.py:moe:+x"})],
+        "solo": [imp("solo", 3, 20, cache)],
+    }
+    steps, why = match_steps(by_arm)
+    assert len(steps) == 1 and steps[0].found_by(["swarm", "solo"]) == "both arms"
+    assert [i.job_id for i in steps[0].again] == [2] and why["swarm:2"].startswith("again")
+    moves = {k: frozenset({"cache"}) for k in ("swarm:1", "swarm:2", "solo:3")}
+    assert precision_recall(*pair_truth(by_arm, moves)) == (1.0, 1.0)

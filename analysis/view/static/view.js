@@ -442,7 +442,8 @@ function renderPaths() {
       ? `<span class="path-step clickable" data-run="${esc(r.run_id)}" data-job="${m.job_id}" title="${esc(m.message || "")} (${esc(m.why)})">` +
         `min ${num(m.t_s / 60)}, ${num(m.x, 2)}x (+${num(m.gain_x, 2)}x), ${esc(m.agent)} <code>${short(m.commit)}</code></span>`
       : "-";
-    const rows = r.steps.map((s, i) => [String(i + 1), esc(s.changed), esc(s.found_by), ...r.arms.map((a) => cell(s.members[a]))]);
+    const rows = r.steps.map((s, i) => [String(i + 1), esc(s.changed), esc(s.found_by),
+      ...r.arms.map((a) => [cell(s.members[a]), ...(s.again || []).filter((m) => m.arm === a).map((m) => "again " + cell({ ...m, why: "again", message: "" }))].join("; "))]);
     html += table(["step", "changed (file (functions))", "found by", ...r.arms], rows);
   }
   const el = body("paths");
