@@ -19,7 +19,9 @@ prompt is recorded, that the agent saw a seat token and never the key (which is 
 the run), that every call is in ``model_calls`` and none was refused, and that the seat's lost
 time matches the endpoint's own clock.
 
-Fast tests (no engine, no CLI): a missing key is one line and exit 2 before anything starts.
+Fast tests (no engine, no CLI): each vendor's endpoint plays its script again after the keep-going
+message, its earlier replies still counted; a missing key is one line and exit 2 before anything
+starts.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ import secrets
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -229,6 +233,88 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     assert int(row["model_call_failures"]) == 2
     assert int(row["wire_output_tokens"]) == sum(t["output"] for t in wire.values())
     assert float(row["model_lost_s"]) == pytest.approx(outage.lost_s, abs=0.05)
+
+
+# Per vendor: its model route, the tools a request offers, and its conversation's turns (a user
+# text, a shell call of the model, that call's result, the model's final text).
+_CALL_ID = "call_1"
+PROTOCOLS: dict[str, dict[str, Any]] = {
+    "anthropic": {
+        "route": "/v1/messages",
+        "body": {"model": "claude-x", "tools": [{"name": "Bash", "input_schema": {}}]},
+        "list": "messages",
+        "user": lambda t: {"role": "user", "content": [{"type": "text", "text": t}]},
+        "call": {"role": "assistant", "content": [{"type": "tool_use", "id": _CALL_ID,
+                                                   "name": "Bash", "input": {}}]},
+        "result": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": _CALL_ID,
+                                                "content": "ok"}]},
+        "final": {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+    },
+    "openai": {
+        "route": "/v1/responses",
+        "body": {"model": "gpt-x", "tools": [{"type": "function", "name": "shell_command"}]},
+        "list": "input",
+        "user": lambda t: {"type": "message", "role": "user",
+                           "content": [{"type": "input_text", "text": t}]},
+        "call": {"type": "function_call", "name": "shell_command", "arguments": "{}",
+                 "call_id": _CALL_ID},
+        "result": {"type": "function_call_output", "call_id": _CALL_ID, "output": "ok"},
+        "final": {"type": "message", "role": "assistant",
+                  "content": [{"type": "output_text", "text": "done"}]},
+    },
+    "openai_chat": {
+        "route": "/v1/chat/completions",
+        "body": {"model": "gpt-x", "tools": [{"type": "function", "function": {"name": "bash"}}]},
+        "list": "messages",
+        "user": lambda t: {"role": "user", "content": t},
+        "call": {"role": "assistant", "content": None, "tool_calls": [
+            {"id": _CALL_ID, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        ]},
+        "result": {"role": "tool", "tool_call_id": _CALL_ID, "content": "ok"},
+        "final": {"role": "assistant", "content": "done"},
+    },
+    "gemini": {
+        "route": "/v1beta/models/gemini-y:generateContent",
+        "body": {"tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}]},
+        "list": "contents",
+        "user": lambda t: {"role": "user", "parts": [{"text": t}]},
+        "call": {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command"}}]},
+        "result": {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command"}}]},
+        "final": {"role": "model", "parts": [{"text": "done"}]},
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("vendor", sorted(PROTOCOLS))
+def test_an_endpoint_plays_its_script_again_after_the_keep_going_message(vendor):
+    """A resumed session carries its whole history; the keep-going message after it starts the
+    script again, and the replies before it are still counted in ``Reply.history``."""
+    protocol = PROTOCOLS[vendor]
+    user, call, result, final = (protocol[k] for k in ("user", "call", "result", "final"))
+    session = [user("You are w1. Make it faster."), call, result, call, result, final]
+    keep_going = user(f"{KEEP_GOING_WORDS}: it runs until the deadline.")
+    conversations = [
+        session,  # no keep-going message: the script's last step again
+        [*session, keep_going],  # resumed: the first step
+        [*session, keep_going, call, result],  # and on from there
+        [*session, keep_going, call, result, call, result, final, keep_going],  # once more
+    ]
+    with ENDPOINTS[vendor](session_script(vendor), api_key="") as endpoint:
+        for conversation in conversations:
+            body = {**protocol["body"], protocol["list"]: conversation}
+            request = urllib.request.Request(
+                endpoint.url + protocol["route"], data=json.dumps(body).encode(),
+                headers={"content-type": "application/json"},
+            )  # fmt: skip
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                assert reply.status == 200
+    # What the vendor counts as the model's replies: its messages (Anthropic, Chat
+    # Completions: the final text too) or its tool calls (Responses, Gemini).
+    before = 3 if vendor in ("anthropic", "openai_chat") else 2
+    assert [(r.step, r.history) for r in endpoint.replies] == [
+        (2, before), (0, before), (1, before + 1), (0, 2 * before)
+    ]  # fmt: skip
+    assert [r.step for r in endpoint.requests] == [2, 0, 1, 0]
 
 
 def test_a_missing_key_is_one_line_and_exit_2_before_anything_starts(tmp_path):
