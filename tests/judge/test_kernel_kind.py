@@ -373,7 +373,9 @@ def test_the_red_teams_cheats_cannot_match_the_commitment_or_make_a_judge_fault(
     cfg, tmp_path: Path
 ) -> None:
     inputs = [draw_inputs(cfg.task, seed)[0] for seed in range(3)]
-    config = kernel_config(cfg.task)
+    # The tolerance the red team's fit was made for (the task's atol was 1e-6 then; at 1e-9
+    # the fitted values are a mismatch too).
+    config = replace(kernel_config(cfg.task), atol=1e-6)
     # The harness's call rewritten to commit to zeros at once, the work done in get: the
     # result read back is right (and fitted so a linear fold would match), yet its hash is not
     # the one committed to.

@@ -40,6 +40,7 @@ import math
 import re
 import secrets
 import statistics
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -72,6 +73,8 @@ T = TypeVar("T")
 HARNESS = Path(__file__).with_name("harness.py")
 # How long a baseline call may take before the judge gives up on its own side (ERROR).
 BASELINE_CALL_S = 300.0
+# The limit of every untimed request (put, get, read).
+REQUEST_S = 60.0
 
 
 def masked(arrays: list[np.ndarray], key: int) -> list[dict[str, Any]]:
@@ -206,6 +209,17 @@ def result_layout(got: dict[str, Any]) -> tuple[np.dtype, list[int], int]:
     return dtype, list(shape), nbytes
 
 
+def wall_bound_s(config: KernelConfig) -> float:
+    """The longest the engines' part of an evaluation (load and calls) can take when every
+    request takes its whole limit: the sum of the plan's limits. Past it the judge has waited
+    on something with no deadline (a judge bug): the watchdog hangs the engines up.
+    """
+    reads = -(-MAX_RESULT_BYTES // CHUNK)  # a result's reads, at most
+    candidate_call = config.timeout_factor * BASELINE_CALL_S + config.timeout_floor_s
+    per_call = 2 * (1 + 1 + reads) * REQUEST_S + BASELINE_CALL_S + candidate_call
+    return 2 * config.load_timeout_s + (config.warmup + config.calls) * per_call
+
+
 def chunk_bytes(reply: dict[str, Any], expected: int) -> bytes:
     """The bytes of one ``read`` reply, which must be ``expected`` long.
 
@@ -288,6 +302,8 @@ class _Run:
         # was ever seen by any process before, so a cache of results never answers.
         self.eval_seed = secrets.randbits(62)
         self.log.append({"eval_seed": self.eval_seed})
+        self.watchdog: threading.Timer | None = None
+        self.overdue = False
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -326,6 +342,11 @@ class _Run:
             if not self.hidden_sent:  # after that, its message could quote a hidden input
                 evaluation.detail += f": {exc}"
         finally:
+            if self.watchdog is not None:
+                self.watchdog.cancel()
+            if self.overdue:  # whatever failure the hang-up caused, it was the judge's wait
+                evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"
+                evaluation.detail = "judge fault: the evaluation overran its plan's limits"
             with self.stage("teardown"):
                 if self.sandbox is not None:
                     for box in self.sandbox.containers:
@@ -365,6 +386,11 @@ class _Run:
                 self.build(base, baseline=True)
                 self.build(cand, baseline=False)
         argv = [self.sandbox.python, "-I", "-B", "-c", HARNESS.read_text(), config.function]
+        # A backstop: every send and read on an engine has a deadline, so this never fires
+        # unless the judge waits somewhere without one; then it unblocks the judge.
+        self.watchdog = threading.Timer(wall_bound_s(config), self.overrun)
+        self.watchdog.daemon = True
+        self.watchdog.start()
         with self.stage("load"):
             baseline = _Side("baseline", base, base.engine(argv, "baseline"))
             candidate = _Side("candidate", cand, cand.engine(argv, "candidate"))
@@ -389,6 +415,16 @@ class _Run:
             }
         )
         self.log.append({"candidate_s": candidate.times, "baseline_s": baseline.times})
+
+    def overrun(self) -> None:
+        """The watchdog's: hang up every engine (a blocked send or read on one fails at once),
+        and mark the evaluation a judge fault (``execute``)."""
+        self.overdue = True
+        self.log.append({"watchdog": "the evaluation overran its plan's limits"})
+        if self.sandbox is not None:
+            for box in self.sandbox.containers:
+                for process in box.processes:
+                    process.hang_up()
 
     def build(self, box: SandboxContainer, baseline: bool) -> None:
         assert self.sandbox is not None
@@ -458,7 +494,7 @@ class _Run:
             put = {"op": "put", "args": masked(arrays, key)}
             self.hidden_sent = True
             for side in (baseline, candidate):
-                self.request(side, put, 60.0)
+                self.request(side, put, REQUEST_S)
             # The baseline first on the first call (it sizes the candidate's limit), then the
             # order alternates, so neither side always runs on a cache the other warmed.
             order = (baseline, candidate) if i % 2 == 0 else (candidate, baseline)
@@ -495,7 +531,7 @@ class _Run:
                 " bytes were read)",
             )
         got, _ = self.request(
-            side, {"op": "get"}, 60.0, lambda fields: check_get(fields, len(arrays), called)
+            side, {"op": "get"}, REQUEST_S, lambda fields: check_get(fields, len(arrays), called)
         )
         out = None
         if problem is None:
@@ -536,7 +572,7 @@ class _Run:
         dtype, shape, nbytes = self.parsed(side, "get", lambda: result_layout(got))
         parts = []
         for at in range(0, nbytes, CHUNK):
-            reply, _ = self.request(side, {"op": "read", "at": at}, 60.0)
+            reply, _ = self.request(side, {"op": "read", "at": at}, REQUEST_S)
             expected = min(CHUNK, nbytes - at)
             parts.append(self.parsed(side, "read", lambda r=reply, n=expected: chunk_bytes(r, n)))
         data = b"".join(parts)
