@@ -26,7 +26,9 @@ from judge import compose_judge_config
 from judge.kinds import get_kind
 from judge.kinds.kernel.config import KernelConfig, KernelTaskError, draw_inputs, kernel_config
 from judge.kinds.kernel.evaluator import (
+    BASELINE_CALL_S,
     HARNESS,
+    REQUEST_S,
     KernelEvaluator,
     _Run,
     _Side,
@@ -37,6 +39,7 @@ from judge.kinds.kernel.evaluator import (
     digest,
     masked,
     result_layout,
+    wall_bound_s,
 )
 from judge.kinds.kernel.harness import CHUNK, commit, keystream
 from judge.kinds.kernel.mutants import CHECK_REASONS
@@ -519,3 +522,21 @@ def test_no_reply_of_a_side_ever_makes_a_judge_fault(cfg, tmp_path: Path, side: 
                 s.proc.harness.proc.kill()
                 s.proc.harness.proc.wait()
     assert refused >= len(_targeted())  # most rewrites are refused (an extra field is not)
+
+
+def test_the_watchdog_bound_covers_the_plan_and_hangs_up_every_engine(cfg, tmp_path) -> None:
+    """The backstop: past the sum of the plan's limits (never reached while every wait has a
+    deadline) every engine is hung up, which fails a blocked send or read at once."""
+    config = kernel_config(cfg.task)
+    bound = wall_bound_s(config)
+    calls = config.warmup + config.calls
+    assert bound >= 2 * config.load_timeout_s + calls * (BASELINE_CALL_S + 4 * REQUEST_S)
+    hung: list[str] = []
+    engine = SimpleNamespace(hang_up=lambda: hung.append("engine"))
+    evaluator = KernelEvaluator(
+        cfg, SimpleNamespace(evals=tmp_path), get_kind("kernel").metric(cfg.task)
+    )  # type: ignore[arg-type]
+    run = _Run(evaluator, SimpleNamespace(id=1, attempts=1))  # type: ignore[arg-type]
+    run.sandbox = SimpleNamespace(containers=[SimpleNamespace(processes=[engine, engine])])  # type: ignore[assignment]
+    run.overrun()
+    assert run.overdue and hung == ["engine", "engine"]
