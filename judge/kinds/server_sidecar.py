@@ -110,8 +110,9 @@ class LoadGen:
         """Send one command and return its reply. The load generator is the judge's own code:
         any failure to answer is the judge's fault (InfrastructureFault)."""
         try:
-            self._stream.send((json.dumps(command) + "\n").encode())
-            line = self._stream.read_line(time.perf_counter() + timeout, limit=MAX_REPLY)
+            deadline = time.perf_counter() + timeout
+            self._stream.send((json.dumps(command) + "\n").encode(), deadline)
+            line = self._stream.read_line(deadline, limit=MAX_REPLY)
             reply = json.loads(line)
         except (OSError, TimeoutError, EOFError, ValueError) as exc:
             tail = bytes(self._stream.stderr[-2000:]).decode("utf-8", "replace")
