@@ -32,7 +32,7 @@ class DecodeKind:
     def evaluator(self, cfg: DictConfig, home: JudgeHome) -> Evaluator:
         from judge.evaluation import Evaluator
 
-        return Evaluator(cfg, home)
+        return Evaluator(cfg, home, self)
 
     def generated_mutants(self, cfg: DictConfig) -> list[Mutant]:
         from judge.kinds.decode_mutants import generated

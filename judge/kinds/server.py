@@ -38,7 +38,7 @@ class ServerKind:
     def evaluator(self, cfg: DictConfig, home: JudgeHome) -> Evaluator:
         from judge.kinds.server_eval import ServerEvaluator
 
-        return ServerEvaluator(cfg, home)
+        return ServerEvaluator(cfg, home, self)
 
     def generated_mutants(self, cfg: DictConfig) -> list[Mutant]:
         from judge.kinds.server_mutants import generated
