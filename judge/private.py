@@ -7,7 +7,7 @@ runner passes the run's seed, so a sweep over seeds draws new sets while the arm
 share theirs): their prompts come from the secret and that seed, and the baseline is run over
 them in the sandbox to record reference tokens, top-2 margins and its own request times (for
 timeouts). Timing, B=1 and re-check prompts are not stored at all: every evaluation draws its
-own (see ``judge/evaluation.py`` and docs/judge.md).
+own (see ``judge/kinds/decode/evaluator.py`` and docs/judge.md).
 """
 
 from __future__ import annotations

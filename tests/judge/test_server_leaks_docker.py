@@ -23,8 +23,8 @@ import pytest
 from judge import compose_judge_config
 from judge.config import SandboxConfig
 from judge.kinds.server import ServerKind
-from judge.kinds.server_eval import HOST, PORT, Side, _ServerRun
-from judge.kinds.server_sidecar import LoadGen, ServerProcess
+from judge.kinds.server.evaluator import HOST, PORT, Side, _ServerRun
+from judge.kinds.server.sidecar import LoadGen, ServerProcess
 from judge.private import InputSet, Reference
 from judge.queue import Job
 from judge.sandbox import InfrastructureFault, Sandbox

@@ -9,7 +9,7 @@ server's loopback, and there is still no route out), while its file system, proc
 namespaces are its own: the candidate's processes cannot see, signal or trace the load
 generator, nor read its code or replies. The sidecar runs the judge's sandbox image and
 interpreter, read-only, with no capabilities, the judge's CPU, and
-:mod:`judge.kinds.server_load` and h11's package (its HTTP parser) mounted read-only; the
+:mod:`judge.kinds.server.load` and h11's package (its HTTP parser) mounted read-only; the
 judge speaks to it over ``docker exec``
 stdin/stdout, one JSON line each way, and its clock is the one that measures.
 """
@@ -26,7 +26,7 @@ from typing import Any
 from isolation import ImageMissing, host_python_mounts, run_container
 from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer, _Stream
 
-LOADGEN = Path(__file__).with_name("server_load.py")
+LOADGEN = Path(__file__).with_name("load.py")
 LOADGEN_DIR = "/opt/swarmlab-loadgen"
 
 

@@ -2,8 +2,8 @@
 correctness, single-stream latency, timing at the task's concurrency levels.
 
 The candidate's ``serve`` starts an OpenAI-compatible server in its sandbox (no network: its
-loopback only); the judge's load generator (:mod:`judge.kinds.server_load`) reaches it from a
-sidecar that shares only that network namespace (:mod:`judge.kinds.server_sidecar`). The
+loopback only); the judge's load generator (:mod:`judge.kinds.server.load`) reaches it from a
+sidecar that shares only that network namespace (:mod:`judge.kinds.server.sidecar`). The
 frozen baseline server runs the same way in its own sandbox, measured in the same evaluation,
 interleaved, the candidate frozen while the baseline is timed; every limit is relative to it.
 
@@ -14,7 +14,7 @@ interleaved, the candidate frozen while the baseline is timed; every limit is re
   ``server.token_ids: text`` (a server without ids) the generated text is compared instead,
   as its code points, exactly (no margins, no near ties).
 - ``server.endpoint``: ``completions`` or ``chat`` (the load generator's body and chunk
-  parser; :mod:`judge.kinds.server_load`); drift is completions-only.
+  parser; :mod:`judge.kinds.server.load`); drift is completions-only.
 - Drift (``server.correctness: drift``, for servers that are not batch-invariant): per set,
   at least ``server.exact_fraction`` of the requests generate the baseline's ids exactly (else
   WRONG ``mismatch``) AND the candidate's teacher-forced mean per-token log-likelihood of the
@@ -47,7 +47,7 @@ from omegaconf import DictConfig
 
 from judge.b1 import B1Plan, draw_lone, run_b1, unit_traffic
 from judge.kinds.base import TaskKind
-from judge.kinds.server_sidecar import LoadGen, ServerProcess
+from judge.kinds.server.sidecar import LoadGen, ServerProcess
 from judge.mutant import candidate_serve
 from judge.pipeline import Run, checked_tree, retry_limit
 from judge.private import (
@@ -304,21 +304,13 @@ def margins_array(margins: list[list[float | None]] | None, shape: tuple[int, in
 class ServerEvaluator:
     """Scores jobs of a server task for one judge home. One evaluation at a time."""
 
-    def __init__(self, cfg: DictConfig, home: JudgeHome, kind: TaskKind | None = None) -> None:
+    def __init__(self, cfg: DictConfig, home: JudgeHome, kind: TaskKind) -> None:
         self.cfg = cfg
         self.home = home
-        # The kind passes itself (its metric names the score); made here when a caller (a
-        # test) builds the evaluator directly.
-        self.kind = kind if kind is not None else _own_kind()
+        self.kind = kind  # the kind passes itself: its metric names the score
 
     def evaluate(self, job: Job) -> Evaluation:
         return _ServerRun(self, job).execute()
-
-
-def _own_kind() -> TaskKind:
-    from judge.kinds.server import ServerKind
-
-    return ServerKind()
 
 
 class _ServerRun(Run):
@@ -670,7 +662,7 @@ class _ServerRun(Run):
         retry: Callable[[float], object],
     ) -> NoReturn:
         """A candidate's run of ``s`` timed out: charge it only if it holds against the
-        baseline now (the decode kind's rule, :func:`judge.evaluation.retry_limit`).
+        baseline now (the decode kind's rule, :func:`judge.kinds.decode.evaluator.retry_limit`).
 
         ``base_now`` runs the same requests on the baseline server now, the candidate frozen,
         and gives its wall time; ``retry`` runs them once more on the candidate under

@@ -169,12 +169,10 @@ class Evaluator:
     :meth:`close` removes it, and so does the object's collection or the interpreter's exit.
     """
 
-    def __init__(self, cfg: DictConfig, home: JudgeHome, kind: TaskKind | None = None) -> None:
+    def __init__(self, cfg: DictConfig, home: JudgeHome, kind: TaskKind) -> None:
         self.cfg = cfg
         self.home = home
-        # The kind passes itself (its metric names the score); made here when a caller (a
-        # test, a bench) builds the evaluator directly.
-        self.kind = kind if kind is not None else _own_kind()
+        self.kind = kind  # the kind passes itself: its metric names the score
         self.warm = WarmBaseline(cfg, home)
         # The previous evaluation's teardown (staged), left running beside the next one's
         # untimed start; in a list the finalizer shares without holding the evaluator.
@@ -216,12 +214,6 @@ def _teardown(sandbox: Sandbox | None, tree: Path) -> None:
     if sandbox is not None:
         sandbox.close()
     shutil.rmtree(tree, ignore_errors=True)
-
-
-def _own_kind() -> TaskKind:
-    from judge.kinds.decode import DecodeKind
-
-    return DecodeKind()
 
 
 class _Run(Run):

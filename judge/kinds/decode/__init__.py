@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @task_kind("decode")
 class DecodeKind:
-    """Today's decode pipeline (``judge.evaluation``) behind the kind protocol."""
+    """Today's decode pipeline (``judge.kinds.decode.evaluator``) behind the kind protocol."""
 
     name = "decode"
 
@@ -30,23 +30,23 @@ class DecodeKind:
         return Metric(name="tok_s", unit="tok/s", label=f"B={int(batch)} aggregate decode tok/s")
 
     def evaluator(self, cfg: DictConfig, home: JudgeHome) -> Evaluator:
-        from judge.evaluation import Evaluator
+        from judge.kinds.decode.evaluator import Evaluator
 
         return Evaluator(cfg, home, self)
 
     def generated_mutants(self, cfg: DictConfig) -> list[Mutant]:
-        from judge.kinds.decode_mutants import generated
+        from judge.kinds.decode.mutants import generated
 
         return generated(cfg)
 
     def scaffold(self, target: Path, name: str | None = None) -> Path:
         """Write a working task folder of this kind into ``target`` (``new-task``)."""
-        from judge.kinds.decode_scaffold import write_decode_task
+        from judge.kinds.decode.scaffold import write_decode_task
 
         return write_decode_task(target, name)
 
     def required_reasons(self, task: DictConfig) -> list[str]:
         """The verdicts a preflight catalogue must hold once each (one per check)."""
-        from judge.kinds.decode_mutants import required_reasons
+        from judge.kinds.decode.mutants import required_reasons
 
         return required_reasons(task)
