@@ -115,7 +115,9 @@ def load_judge_config(path: Path) -> DictConfig:
             and not Path(str(task.get("root"))).is_absolute()
         ):
             # Saved before task kinds and task folders: every such task was a decode task.
-            task.kind = "decode"
+            from judge.kinds import DEFAULT_KIND
+
+            task.kind = DEFAULT_KIND
         cfg = OmegaConf.merge(OmegaConf.structured(JudgeAppConfig), saved)
     except OmegaConfBaseException as exc:
         raise BadInput(f"judge config {path}: {' '.join(str(exc).split())}") from None

@@ -163,8 +163,14 @@ def draw_set(task: DictConfig, seed: int, name: str, batch: int, prompt_len, new
             f"({' '.join(str(exc).split())}) for batch={batch}, prompt_len=[{lo}, {hi}],"
             f" vocab={task.vocab}: fix the generator"
         ) from None
-    # A server task's generator may yield text prompts (str), sent as they are (docs/tasks.md).
-    text_ok = str(task.get("kind", "decode")) == "server"
+    # A kind may let the generator yield text prompts (str), sent as they are (the server
+    # kind's ``text_prompts``; docs/tasks.md).
+    from judge.kinds import kind_of
+
+    try:
+        text_ok = bool(getattr(kind_of(task), "text_prompts", False))
+    except KeyError:  # no such kind: composing the task says so (judge.compose.task_problems)
+        text_ok = False
     problem = _shape_problem(prompts, int(batch), lo, hi, int(task.vocab), text_ok)
     if problem:
         raise TaskInputError(
@@ -427,43 +433,16 @@ def build_baseline(
 
 
 def _references_runner(cfg: DictConfig) -> Callable:
-    """How set-up records the baseline's references: a kind that speaks another protocol (the
-    server kind) brings its own ``baseline_references``; the engine protocol's otherwise."""
-    from judge.kinds import get_kind
+    """How set-up records the baseline's references: the task's kind's ``baseline_references``
+    (the decode kind's speaks the engine protocol; the server kind's, HTTP).
 
-    kind = get_kind(str(cfg.task.get("kind") or "decode"))
-    return getattr(kind, "baseline_references", None) or _run_baseline
+    Raises:
+        TaskInputError: the kind records none (it cannot be set up by this folder).
+    """
+    from judge.kinds import kind_of
 
-
-def _run_baseline(
-    cfg: DictConfig, baseline: Path, sets: list[InputSet], progress: Progress
-) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
-    sandbox = Sandbox(
-        cfg.judge.sandbox,
-        cfg.judge.device,
-        owner="setup",
-        tag=f"setup-{secrets.token_hex(4)}",
-        runtime=task_runtime(cfg.task, task_root(cfg.task)),
-    )
-    arrays: dict[str, np.ndarray] = {}
-    times: dict[str, tuple[float, float]] = {}
-    try:
-        box = sandbox.container("baseline", baseline)
-        if cfg.task.build:  # the baseline is built exactly as every candidate is
-            build_baseline(sandbox, box, list(cfg.task.build), cfg.judge.build_timeout_s)
-        engine = box.engine(sandbox.serve_argv(list(cfg.task.serve)), "reference")
-        engine.request({"op": "load"}, cfg.judge.load_timeout_s)
-        for i, s in enumerate(sets):
-            _, prefill_s = engine.request({"op": "prefill", "prompts": s.prompts}, 600)
-            reply, decode_s = engine.request(
-                {"op": "decode", "steps": s.new_tokens, "margins": True}, 600
-            )
-            engine.request({"op": "reset"}, 60)
-            arrays[f"tokens/{s.name}"] = np.asarray(reply["tokens"], dtype=np.int64)
-            arrays[f"margins/{s.name}"] = np.asarray(reply["margins"], dtype=np.float64)
-            times[s.name] = (prefill_s, decode_s)
-            if i % 8 == 7 or i == len(sets) - 1:
-                progress(f"  references {i + 1}/{len(sets)}")
-    finally:
-        sandbox.close()
-    return arrays, times
+    kind = kind_of(cfg.task)
+    runner = getattr(kind, "baseline_references", None)
+    if runner is None:
+        raise TaskInputError(f"task kind {kind.name!r} has no baseline_references for set-up")
+    return runner

@@ -4,7 +4,7 @@ language, scored by B-row aggregate decode throughput against the frozen baselin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -13,7 +13,7 @@ from judge.kinds.registry import task_kind
 
 if TYPE_CHECKING:
     from judge.mutant import Mutant
-    from judge.private import JudgeHome
+    from judge.private import InputSet, JudgeHome
 
 
 @task_kind("decode")
@@ -21,6 +21,8 @@ class DecodeKind:
     """Today's decode pipeline (``judge.kinds.decode.evaluator``) behind the kind protocol."""
 
     name = "decode"
+    # The engine protocol carries token ids only: an input generator's text prompt is refused.
+    text_prompts = False
 
     def metric(self, task: DictConfig) -> Metric:
         """B-row aggregate decode throughput, higher is better; the pipeline writes it as
@@ -50,3 +52,11 @@ class DecodeKind:
         from judge.kinds.decode.mutants import required_reasons
 
         return required_reasons(task)
+
+    def baseline_references(
+        self, cfg: DictConfig, baseline: Path, sets: list[InputSet], progress: Any
+    ) -> Any:
+        """Set-up's references, made by the baseline engine (``judge.private.setup``)."""
+        from judge.kinds.decode.references import baseline_references
+
+        return baseline_references(cfg, baseline, sets, progress)

@@ -24,6 +24,8 @@ class ServerKind:
     """A server behind the OpenAI-compatible wire contract, judged through a sidecar client."""
 
     name = "server"
+    # A server may be sent text prompts (sent as they are; its tokenizer makes the ids).
+    text_prompts = True
 
     def metric(self, task: DictConfig) -> Metric:
         """Aggregate output tok/s (ids the judge received / wall time) at ``timing.batch``
