@@ -51,6 +51,14 @@ def retry_limit(first_s: float, base_now_s: float, factor: float, floor_s: float
     return max(first_s, factor * base_now_s + floor_s)
 
 
+def baseline_scale(judge: Any) -> float:
+    """How many times the candidate's limit the judge's own baseline may take on the same
+    requests (``baseline_timeout_factor / timeout_factor``, 4 by default, never below 1): a
+    baseline timeout convicts nothing and costs the evaluation (ERROR, re-queued), so load
+    alone must not reach it."""
+    return max(1.0, float(judge.baseline_timeout_factor) / float(judge.timeout_factor))
+
+
 def checked_tree(run: Any) -> Path:
     """The job's tree, extracted into ``run.workdir/tree`` and checked against the frozen zone:
     every kind's first two stages (``checkout``, ``integrity``), timed in ``run.stage``. A run

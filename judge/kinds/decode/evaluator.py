@@ -31,7 +31,7 @@ from omegaconf import DictConfig
 from judge.b1 import B1Plan, draw_lone, run_b1, unit_traffic
 from judge.kinds.base import TaskKind
 from judge.mutant import candidate_serve
-from judge.pipeline import Run, checked_tree, retry_limit
+from judge.pipeline import Run, baseline_scale, checked_tree, retry_limit
 from judge.private import (
     BaselineBuildFailed,
     InputSet,
@@ -300,7 +300,7 @@ class _Run(Run):
         """How many times the candidate's limit the judge's own baseline request may take
         (``baseline_timeout_factor / timeout_factor``, 4 by default): its failure convicts
         nothing and costs the whole evaluation (ERROR, re-queued), so load alone must not."""
-        return max(1.0, self.judge.baseline_timeout_factor / self.judge.timeout_factor)
+        return baseline_scale(self.judge)
 
     def call(
         self, engine: EngineProcess, payload: dict[str, Any], timeout: float, context: str

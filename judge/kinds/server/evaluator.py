@@ -49,7 +49,7 @@ from judge.b1 import B1Plan, draw_lone, run_b1, unit_traffic
 from judge.kinds.base import TaskKind
 from judge.kinds.server.sidecar import LoadGen, ServerProcess
 from judge.mutant import candidate_serve
-from judge.pipeline import Run, checked_tree, retry_limit
+from judge.pipeline import Run, baseline_scale, checked_tree, retry_limit
 from judge.private import (
     BaselineBuildFailed,
     InputSet,
@@ -90,13 +90,6 @@ def serve_argv(sandbox: Sandbox, serve: list[str]) -> list[str]:
 
 
 SERVER_ENV = {"SWARMLAB_SERVER_HOST": HOST, "SWARMLAB_SERVER_PORT": str(PORT)}
-
-
-def baseline_scale(judge: Any) -> float:
-    """How many times the candidate's limit the baseline server's run of the same requests may
-    take (``baseline_timeout_factor / timeout_factor``, as the decode kind's): its timeout
-    convicts nothing and costs the evaluation (ERROR), so load alone must not reach it."""
-    return max(1.0, float(judge.baseline_timeout_factor) / float(judge.timeout_factor))
 
 
 @dataclass
