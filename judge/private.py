@@ -127,6 +127,10 @@ def task_fingerprint(cfg: DictConfig) -> str:
     # Where the folder lies is not what it is: a copied task or a moved project keeps its
     # judge folder. What the input generator draws is: its file joins the hash.
     settings.pop("root", None)
+    # Before kinds owned their task nodes every task config held ``server: null`` (the one
+    # schema held every kind's node): kept in the hash, so no judge folder of before is
+    # orphaned and no set-up re-run (an old run directory's jobs keep their settings hash).
+    settings.setdefault("server", None)
     digest.update(json.dumps(settings, sort_keys=True).encode())
     inputs = task_root(cfg.task) / str(cfg.task.inputs).partition(":")[0]
     if inputs.suffix == ".py" and inputs.is_file():

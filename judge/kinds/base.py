@@ -10,9 +10,7 @@ baseline's) and ``metrics["x_baseline"]`` (how many times better than the baseli
 :meth:`Metric.ratio`: score / baseline score, inverted for a lower-is-better metric).
 Everything after the judge (runner summary, re-judging, tables, figures, report) reads only
 those keys and the :class:`Metric` the run recorded, so a new kind needs no change outside its
-own package (``tests/test_import_graph.py`` checks that nothing else names a kind), except
-that ``tasks/schema.py`` still requires the prompt-set fields (``vocab``, ``cases``) of every
-task and holds the server kind's node (issue 25).
+own package (``tests/test_import_graph.py`` checks that nothing else names a kind).
 """
 
 from __future__ import annotations
@@ -144,6 +142,9 @@ class TaskKind(Protocol):
 
     # Optional: ``scaffold(target: Path, name: str | None) -> Path`` writes a working task
     # folder of the kind (``python -m judge new-task DIR --kind NAME``).
+    # Optional: ``task_node``, the dataclass a task of this kind is validated against: a
+    # subclass of ``tasks.schema.TaskConfig`` holding the kind's own fields (default: that
+    # class itself, the fields every kind has).
     # Optional: ``baseline_references(cfg, baseline, sets, progress)`` records the baseline's
     # answers to the stored sets at set-up (``judge.private.setup``; a kind without it cannot
     # be set up there), and ``text_prompts: bool`` (False if absent) lets the task's input

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from judge.kinds.server.config import ServerConfig
 from judge.kinds.server.evaluator import (
     DriftCheck,
     check_correctness_settings,
@@ -25,7 +26,6 @@ from judge.kinds.server.evaluator import (
 from judge.kinds.server.load import continuation_logprobs, handle, score_body
 from judge.sandbox import InfrastructureFault
 from judge.verdict import Verdict
-from tasks.schema import ServerConfig
 
 STUB = Path(__file__).with_name("server_stub.py")
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from judge.kinds.base import Evaluator, Metric
+from judge.kinds.decode.config import DecodeTaskConfig
 from judge.kinds.registry import task_kind
 
 if TYPE_CHECKING:
@@ -21,6 +22,8 @@ class DecodeKind:
     """Today's decode pipeline (``judge.kinds.decode.evaluator``) behind the kind protocol."""
 
     name = "decode"
+    # The task config's node of this kind (judge/kinds/decode/config.py).
+    task_node = DecodeTaskConfig
     # The engine protocol carries token ids only: an input generator's text prompt is refused.
     text_prompts = False
 

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from judge.kinds.base import Evaluator, Metric
 from judge.kinds.registry import task_kind
+from judge.kinds.server.config import ServerTaskConfig
 
 if TYPE_CHECKING:
     from judge.mutant import Mutant
@@ -24,6 +25,8 @@ class ServerKind:
     """A server behind the OpenAI-compatible wire contract, judged through a sidecar client."""
 
     name = "server"
+    # The task config's node of this kind (judge/kinds/server/config.py).
+    task_node = ServerTaskConfig
     # A server may be sent text prompts (sent as they are; its tokenizer makes the ids).
     text_prompts = True
 
