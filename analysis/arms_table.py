@@ -1,8 +1,9 @@
-"""The ``arms`` table: one row per arm of a run, its columns documented in ``analysis.tables``.
+"""The ``arms`` table: one row per arm of a run, the per-arm row (``runrecord.row``, where its
+columns are defined and documented) projected on the ``arms`` surface.
 
-Every number ``summary.csv`` also holds is the run record's per-arm fact (``runrecord.facts``);
-this module adds what only the analysis shows (the judge formulas, tokens, messages, the seats'
-make-up) and lays the row out.
+The run record's per-arm facts give the columns ``summary.csv`` also holds
+(``runrecord.row.fact_values``); this module adds the values only the analysis has (the judge
+formulas, tokens, messages, the seats' make-up).
 """
 
 from __future__ import annotations
@@ -15,19 +16,22 @@ import pandas as pd
 from analysis import formulas
 from runrecord import (
     JUDGED_FIELDS,
+    ROW,
     ArmFacts,
     Judged,
-    ModelCallFacts,
     SeatOutage,
     SeatRecord,
     Submitted,
     arm_agent_kind,
     arm_facts,
     arm_scripted,
+    call_values,
+    fact_values,
     isolation_label,
     judge_noise,
     model_call_facts,
 )
+from runrecord.row import ARMS, columns, project
 
 if TYPE_CHECKING:
     from analysis.tables import RunInfo
@@ -35,29 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["ARMS_COLUMNS", "arms_table", "judged"]
 
 
-def _names(text: str) -> list[str]:
-    """Column names written as one space-separated string: long lists stay readable."""
-    return text.split()
-
-
-#: The ``arms`` table's columns, in order.
-ARMS_COLUMNS = _names(
-    "run_id seed task status arm agent_kind scripted isolation start seats workers critics "
-    "budget_minutes run_seconds submissions evaluations duplicates pass wrong reject error "
-    "not_evaluated metric unit best_score best_x_baseline best_commit best_agent "
-    "time_to_best_s rejudged_score rejudged_x_baseline rejudged_verdicts judge_noise_x_sd "
-    "baseline_score judge_evaluations judge_seconds seconds_per_evaluation "
-    "full_evaluation_s judge_capacity judge_utilisation mean_queue_wait_s messages restarts "
-    "exits token_records output_tokens token_cost_per_gain relays model_calls "
-    "model_call_failures model_lost_s wire_output_tokens"
-)
-_INTEGERS = _names("seed output_tokens relays model_calls model_call_failures wire_output_tokens")
-_FLOATS = _names(
-    "best_score best_x_baseline time_to_best_s baseline_score rejudged_score "
-    "rejudged_x_baseline judge_noise_x_sd seconds_per_evaluation full_evaluation_s "
-    "judge_capacity judge_utilisation mean_queue_wait_s token_cost_per_gain budget_minutes "
-    "model_lost_s judge_seconds"
-)
+#: The ``arms`` table's columns, in order (``runrecord.row``).
+ARMS_COLUMNS = columns(ARMS)
 
 
 def judged(ev: pd.DataFrame) -> list[Judged]:
@@ -110,49 +93,13 @@ def _who(info: RunInfo, arm: str, seats: list[SeatRecord]) -> dict[str, Any]:
     }
 
 
-def _results(info: RunInfo, facts: ArmFacts, noise: float | None) -> dict[str, Any]:
-    """What the agents' work came to, and what the re-judging found."""
-    best = facts.best
-    return {
-        "submissions": facts.submissions,
-        "evaluations": facts.evaluations,
-        "duplicates": facts.duplicates,
-        "pass": facts.pass_,
-        "wrong": facts.wrong,
-        "reject": facts.reject,
-        "error": facts.error,
-        "not_evaluated": facts.not_evaluated,
-        "metric": info.metric.name,
-        "unit": info.metric.unit,
-        "best_score": facts.best_score,
-        "best_x_baseline": facts.best_x_baseline,
-        "best_commit": best.commit if best is not None else None,
-        "best_agent": best.agent if best is not None else None,
-        "time_to_best_s": facts.time_to_best_s,
-        "rejudged_score": facts.rejudged_score,
-        "rejudged_x_baseline": facts.rejudged_x_baseline,
-        "rejudged_verdicts": facts.rejudged_verdicts,
-        "judge_noise_x_sd": noise,
-    }
-
-
 def _judge(facts: ArmFacts, run_seconds: float) -> dict[str, Any]:
-    """The judge's side: its time in the agents' phase and the formulas' capacity."""
-    judge_n = facts.judge_evaluations
-    per_eval = facts.judge_seconds / judge_n if judge_n else None
-    capacity = utilisation = None
+    """The judge formulas' capacity (the judge's other columns are the run record's facts)."""
+    per_eval = facts.judge_seconds / facts.judge_evaluations if facts.judge_evaluations else None
+    capacity = None
     if per_eval and run_seconds > 0:
         capacity = formulas.judge_capacity(run_seconds, per_eval)
-        utilisation = formulas.judge_utilisation(judge_n, per_eval, run_seconds)
-    return {
-        "judge_evaluations": judge_n,
-        "judge_seconds": facts.judge_seconds,
-        "seconds_per_evaluation": per_eval,
-        "full_evaluation_s": facts.full_evaluation_s,
-        "judge_capacity": capacity,
-        "judge_utilisation": utilisation,
-        "mean_queue_wait_s": facts.mean_queue_wait_s,
-    }
+    return {"judge_capacity": capacity}
 
 
 def _tokens(
@@ -168,16 +115,6 @@ def _tokens(
             output_tokens, *(ends if info.metric.higher_is_better else ends[::-1])
         )
     return {"token_records": len(tok), "output_tokens": output_tokens, "token_cost_per_gain": cost}
-
-
-def _calls(endpoint: ModelCallFacts | None) -> dict[str, Any]:
-    """The seats' calls through the model proxy (all empty for a run without one)."""
-    return {
-        "model_calls": endpoint.calls if endpoint else None,
-        "model_call_failures": endpoint.failures if endpoint else None,
-        "model_lost_s": endpoint.lost_s if endpoint else None,
-        "wire_output_tokens": endpoint.wire_output_tokens if endpoint else None,
-    }
 
 
 def arms_table(
@@ -228,23 +165,21 @@ def arms_table(
         )
         life = lives.get(arm, lifecycle.iloc[0:0])
         endpoint = model_call_facts(arm, outages, calls) if outages is not None else None
-        rows.append(
-            {
-                **_who(info, arm, seats),
-                **_results(info, facts, noise),
-                "baseline_score": baseline,
-                **_judge(facts, info.run_seconds),
-                "messages": int(message_counts.get(arm, 0)),
-                "restarts": int((life["event"] == "restarted").sum()),
-                "exits": int((life["event"] == "exited").sum()),
-                **_tokens(info, facts, toks.get(arm, tokens.iloc[0:0]), baseline),
-                "relays": relays.get(arm) if relays is not None else None,
-                **_calls(endpoint),
-            }
-        )
+        values = {
+            **_who(info, arm, seats),
+            **fact_values(facts, info.metric, noise),
+            "baseline_score": baseline,
+            **_judge(facts, info.run_seconds),
+            "messages": int(message_counts.get(arm, 0)),
+            "restarts": int((life["event"] == "restarted").sum()),
+            "exits": int((life["event"] == "exited").sum()),
+            **_tokens(info, facts, toks.get(arm, tokens.iloc[0:0]), baseline),
+            "relays": relays.get(arm) if relays is not None else None,
+            **call_values(endpoint),
+        }
+        rows.append(project(values, ARMS))
     df = pd.DataFrame(rows, columns=ARMS_COLUMNS)
-    for col in _INTEGERS:
-        df[col] = df[col].astype("Int64")
-    for col in _FLOATS:
-        df[col] = df[col].astype(float)
+    for column in ROW:
+        if column.dtype is not None and column.name in df:
+            df[column.name] = df[column.name].astype(column.dtype)
     return df

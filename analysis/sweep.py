@@ -45,7 +45,7 @@ STATS = "aggregate_stats.csv"
 STATUSES = ("ok", "failed", "incomplete")
 LEAD = ["job_dir", "seed", "status", "job_error", "exit_status", "arm"]
 TAIL = ["concurrent_jobs", "overrides", "started_at", "ended_at"]
-METRIC = "x_baseline"
+METRIC = "best_x_baseline"  # summary.csv's best (runrecord.row)
 REJUDGED = "rejudged_x_baseline"
 STATS_COLUMNS = [
     "row", "arm", "jobs", "n", "failed", "incomplete", "unjudged", "no_pass",
@@ -396,7 +396,7 @@ def _table(header: list[str], lines: list[list[str]]) -> str:
 def format_jobs(frame: pd.DataFrame) -> str:
     """One line per job and arm (seed, status, arm, evaluations, best x_baseline), then the
     first line of each failed or incomplete job's error."""
-    header = ["job", "seed", "status", "arm", "evaluations", "x_baseline"]
+    header = ["job", "seed", "status", "arm", "evaluations", METRIC]
     lines = [
         [
             r["job_dir"],

@@ -38,32 +38,11 @@ Tables and columns:
     at, t_s, model, input, cache_read, cache_write, output, reasoning, cost_estimate, source.
 ``lifecycle`` (by run_id, event_id): run_id, seed, arm, agent, role, agent_kind, scripted, event_id,
     at, t_s, event, reason, code, restarts, detail (JSON).
-``arms`` (by run_id, arm order of the run; built by ``analysis.arms_table``): run_id, seed,
-    task, status, arm, agent_kind, scripted, isolation, start, seats, workers, critics,
-    budget_minutes, run_seconds (the agents' phase: run
-    start to the runner's re-judging, else to ``ended_at``, else to the last event of an unfinished
-    run), submissions, evaluations (the agents'), duplicates (of those, how many reused an earlier
-    verdict of the same tree), pass, wrong, reject, error, not_evaluated,
-    metric, unit, best_score (the highest score, or the lowest for a lower-is-better metric),
-    best_x_baseline, best_commit, best_agent, time_to_best_s, rejudged_score and
-    rejudged_x_baseline (median of the best's PASSes when re-judged after the deadline),
-    rejudged_verdicts, judge_noise_x_sd (standard deviation of x_baseline over the start commit's
-    re-judgements, pooled over arms: the judge's own noise), baseline_score (median of every
-    baseline measurement in the run: one value shared by all arms), judge_evaluations (in the
-    agents' phase: theirs plus any champion re-measurement), judge_seconds, seconds_per_evaluation
-    (judge_seconds / judge_evaluations), full_evaluation_s (median duration of a PASS: every stage
-    ran), judge_capacity, judge_utilisation, mean_queue_wait_s, messages, restarts, exits,
-    token_records, output_tokens, token_cost_per_gain (output tokens per unit of the metric
-    gained over ``baseline_score``; empty without token records, inf without gain), relays
-    (PASSes that first took up another agent's PASS, from the submission repository's
-    ancestry; empty without a repository), model_calls, model_call_failures and model_lost_s
-    (the arm's seats' calls through the model proxy, the failed ones, and the seconds its seats
-    lost to outages, summed over seats, per ``analysis.model_calls.seat_outages``; empty when
-    the run used no proxy), wire_output_tokens (the output tokens the vendor's responses
-    reported for the arm's calls, read on the wire by the proxy: the check on
-    ``output_tokens``, which comes from the CLIs' own records). Every value ``summary.csv`` also
-    holds is the same per-arm fact (``runrecord.facts``), there rounded per
-    ``runrecord.SUMMARY_DIGITS``.
+``arms`` (by run_id, arm order of the run; built by ``analysis.arms_table``): the per-arm row
+    projected on the ``arms`` surface: its columns, in order, with their meanings and the other
+    surfaces that show them (``summary.csv``, the report, the view) are defined once, in
+    ``runrecord.row.ROW``. It keeps every digit; ``summary.csv`` rounds the columns that have
+    digits there.
 ``model_calls`` (by run_id, call_id): run_id, seed, arm, agent, role, agent_kind, scripted,
     call_id, method, path, status (what the seat got back), upstream_status (what the vendor
     answered; empty when it never did), error, failed (the endpoint's failure: 408, 409, 425,

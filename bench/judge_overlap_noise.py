@@ -39,7 +39,7 @@ from judge.config import SandboxConfig
 from judge.preflight import build_mutant_repo, load_mutants
 from judge.private import setup
 from judge.queue import JudgeQueue
-from judge.sandbox import Sandbox, other_cpus
+from judge.sandbox import open_sandbox, other_cpus
 from judge.service import describe, run_until_done
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def stand_in(baseline: Path, cpus: str) -> None:
     rng = np.random.default_rng(0)
     said = False
     while not stopping:
-        sandbox = Sandbox(
+        sandbox = open_sandbox(
             SandboxConfig(cpuset=cpus), "cpu", owner="bench-overlap", tag=f"stand-in-{os.getpid()}"
         )
         try:

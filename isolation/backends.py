@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from isolation.hardening import hardened_options
 from isolation.images import (
     DockerUnavailable,
     base_tag,
@@ -33,8 +34,9 @@ from isolation.images import (
     host_python_mounts,
     run_container,
 )
-from isolation.taskenv import BUILD_DIR, TaskRuntime
+from isolation.taskenv import TaskRuntime
 from isolation.workspace import AgentWorkspace, ArmWorkspace
+from registry import Registry
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The in-container tools (submit, board, verdicts) and the git config every agent gets.
@@ -194,24 +196,27 @@ class AgentBackend(abc.ABC):
         """Stop and remove every agent of ``run`` (its label); returns how many."""
 
 
-_BACKENDS: dict[str, type[AgentBackend]] = {}
+# Backends of other modules of ``isolation`` are found by their ``@agent_backend`` call, and of
+# installed distributions by the entry point group ``swarmlab.agent_backends``.
+BACKENDS: Registry[type[AgentBackend]] = Registry(
+    "agent backend", "isolation", "agent_backend", "swarmlab.agent_backends"
+)
 
 
 def agent_backend(name: str) -> Callable[[type[AgentBackend]], type[AgentBackend]]:
     """Class decorator registering a backend under ``name``."""
 
     def register(cls: type[AgentBackend]) -> type[AgentBackend]:
-        if name in _BACKENDS and _BACKENDS[name] is not cls:
-            raise ValueError(f"agent backend {name!r} is already registered")
+        BACKENDS.register(name, cls, unique=True)
         cls.name = name
-        _BACKENDS[name] = cls
         return cls
 
     return register
 
 
 def backend_names() -> list[str]:
-    return sorted(_BACKENDS)
+    """Every backend that can be asked for by name."""
+    return BACKENDS.names()
 
 
 def get_backend(name: str, **options: Any) -> AgentBackend:
@@ -220,13 +225,7 @@ def get_backend(name: str, **options: Any) -> AgentBackend:
     Raises:
         ValueError: no backend has that name (the message lists the known ones).
     """
-    try:
-        cls = _BACKENDS[name]
-    except KeyError:
-        raise ValueError(
-            f"no agent backend named {name!r}; known: {', '.join(backend_names())}"
-        ) from None
-    return cls(**options)
+    return BACKENDS.get(name)(**options)
 
 
 # -- docker ----------------------------------------------------------------------------------
@@ -378,25 +377,21 @@ def docker_options(spec: AgentSpec) -> dict[str, Any]:
         ARM_LABEL: spec.arm,
         AGENT_LABEL: spec.agent,
     }
-    options: dict[str, Any] = dict(
-        name=_container_name(spec),
-        detach=True,
+    # The profile the judge's containers share (isolation.hardening), /build included: the
+    # agent builds and runs what the task's build makes where the judge does.
+    options: dict[str, Any] = hardened_options(
         user=f"{uid}:{gid}",
+        memory=spec.memory,
+        pids_limit=spec.pids_limit,
+        tmp_size=spec.tmp_size,
+        build_size=spec.build_size,
+        network=spec.network or "none",
+    )
+    options.update(
+        name=_container_name(spec),
         working_dir=CONTAINER_PATHS["repo"],
         environment=docker_env(spec),
         volumes=docker_mounts(spec),
-        network_mode=spec.network or "none",
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        read_only=True,
-        tmpfs={
-            "/tmp": f"rw,nosuid,nodev,size={spec.tmp_size}",
-            # Where the agent builds and runs what the task's build makes, as the judge does.
-            BUILD_DIR: f"rw,nosuid,nodev,exec,size={spec.build_size},mode=1777",
-        },
-        mem_limit=spec.memory,
-        memswap_limit=spec.memory,
-        pids_limit=spec.pids_limit,
         labels=labels,
     )
     # An init process reaps the zombies an agent's tools leave (they count against the

@@ -53,7 +53,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from isolation.fair_use import FairUse
@@ -281,7 +281,7 @@ class ModelProxy:
         self._seats: dict[str, Caller] = {}
         self._lock = threading.Lock()
         self._tls = ssl.create_default_context() if parts.scheme == "https" else None
-        self._server = _Server((self.host, self.port), self._handler_class())
+        self._server = _Server((self.host, self.port), self)
         self._thread: threading.Thread | None = None
 
     # -- seats ---------------------------------------------------------------------------
@@ -412,312 +412,312 @@ class ModelProxy:
             conn.sock.settimeout(self.timeout_s)
         return conn
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            server_version = "swarmlab-model-proxy"
-            timeout = IDLE_TIMEOUT_S  # socket timeout: idle seats and stalled readers go
+class _SeatHandler(BaseHTTPRequestHandler):
+    """One connection of a seat: every request on it identified, refused or forwarded by the
+    :class:`ModelProxy` its server serves (:attr:`proxy`), and recorded as a :class:`ModelCall`."""
 
-            def log_message(self, format: str, *args: Any) -> None:  # recorded as ModelCalls
-                pass
+    protocol_version = "HTTP/1.1"
+    server_version = "swarmlab-model-proxy"
+    timeout = IDLE_TIMEOUT_S  # socket timeout: idle seats and stalled readers go
 
-            def _line(self) -> bytes:
-                line = self.rfile.readline(MAX_LINE + 1)
-                if len(line) > MAX_LINE:
-                    raise _BadRequest(431, "a line of the request body's framing is too long")
-                return line
+    def log_message(self, format: str, *args: Any) -> None:  # recorded as ModelCalls
+        pass
 
-            def _body(self) -> bytes:
-                """The request body, refused (413/400) when too large or badly framed."""
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    data = bytearray()
-                    while True:
-                        size_text = self._line().split(b";")[0].strip()
-                        if not size_text or not all(
-                            c in b"0123456789abcdefABCDEF" for c in size_text
-                        ):
-                            raise _BadRequest(400, "bad chunk size in the request body")
-                        size = int(size_text, 16)
-                        if size == 0:
-                            while self._line() not in (b"\r\n", b"\n", b""):
-                                pass
-                            return bytes(data)
-                        if len(data) + size > MAX_BODY:
-                            raise _BadRequest(413, f"request body over {MAX_BODY} bytes")
-                        data += self.rfile.read(size)
-                        self._line()
-                length_text = (self.headers.get("Content-Length") or "0").strip()
-                if not length_text.isdigit():
-                    raise _BadRequest(400, "bad Content-Length")
-                length = int(length_text)
-                if length > MAX_BODY:
+    @property
+    def proxy(self) -> ModelProxy:
+        """The proxy this connection's server serves."""
+        return cast(_Server, self.server).proxy
+
+    def _line(self) -> bytes:
+        line = self.rfile.readline(MAX_LINE + 1)
+        if len(line) > MAX_LINE:
+            raise _BadRequest(431, "a line of the request body's framing is too long")
+        return line
+
+    def _body(self) -> bytes:
+        """The request body, refused (413/400) when too large or badly framed."""
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = bytearray()
+            while True:
+                size_text = self._line().split(b";")[0].strip()
+                if not size_text or not all(c in b"0123456789abcdefABCDEF" for c in size_text):
+                    raise _BadRequest(400, "bad chunk size in the request body")
+                size = int(size_text, 16)
+                if size == 0:
+                    while self._line() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return bytes(data)
+                if len(data) + size > MAX_BODY:
                     raise _BadRequest(413, f"request body over {MAX_BODY} bytes")
-                return self.rfile.read(length) if length else b""
+                data += self.rfile.read(size)
+                self._line()
+        length_text = (self.headers.get("Content-Length") or "0").strip()
+        if not length_text.isdigit():
+            raise _BadRequest(400, "bad Content-Length")
+        length = int(length_text)
+        if length > MAX_BODY:
+            raise _BadRequest(413, f"request body over {MAX_BODY} bytes")
+        return self.rfile.read(length) if length else b""
 
-            def _refuse(self, call: ModelCall, status: int, message: str) -> None:
-                """Answer the seat with ``status`` (the call is recorded by the caller)."""
-                call.status, call.error = status, message
-                data = json.dumps(
-                    {"error": {"type": "swarmlab_proxy", "message": message}}
-                ).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    if self.close_connection:
-                        self.send_header("Connection", "close")
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    self.close_connection = True
+    def _refuse(self, call: ModelCall, status: int, message: str) -> None:
+        """Answer the seat with ``status`` (the call is recorded by the caller)."""
+        call.status, call.error = status, message
+        data = json.dumps({"error": {"type": "swarmlab_proxy", "message": message}}).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            self.close_connection = True
 
-            def _forward(self) -> None:
-                """Every method: identify the seat, serve the request, record the call."""
-                parts = urlsplit(self.path)
-                query = parse_qsl(parts.query, keep_blank_values=True)
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                seat = proxy.seat_for(headers, query)
-                call = ModelCall(
-                    seat.arm if seat else "",
-                    seat.agent if seat else "",
-                    self.command,
-                    parts.path[:2000],
-                    time.time(),
+    def _forward(self) -> None:
+        """Every method: identify the seat, serve the request, record the call."""
+        parts = urlsplit(self.path)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        seat = self.proxy.seat_for(headers, query)
+        call = ModelCall(
+            seat.arm if seat else "",
+            seat.agent if seat else "",
+            self.command,
+            parts.path[:2000],
+            time.time(),
+        )
+        try:
+            self._serve(call, seat, parts.path, query, headers)
+        except _BadRequest as exc:
+            self.close_connection = True  # what is left of the body is not read
+            self._refuse(call, exc.status, exc.message)
+        except Exception as exc:  # nothing a seat sends may skip its call's record
+            call.error = call.error or f"proxy error: {type(exc).__name__}: {exc}"
+            call.status = call.status or 500
+            self.close_connection = True
+        finally:
+            if seat is not None and self.proxy.spending is not None:
+                self.proxy.spending.add(seat.token, call)  # what the vendor billed
+            self.proxy._finish(call)
+
+    def _serve(
+        self,
+        call: ModelCall,
+        seat: Caller | None,
+        path: str,
+        query: list[tuple[str, str]],
+        headers: dict[str, str],
+    ) -> None:
+        refusal = self._refusal(seat, path, headers)
+        if refusal is not None:
+            # Before the body is read (it stays unread: the connection closes).
+            self.close_connection = True
+            self._refuse(call, *refusal)
+            return
+        body = self._body()
+        call.bytes_up = len(body)
+        # After the body is read: a socket closed with unread data is reset, and the
+        # seat would see a broken connection instead of the quota error.
+        if seat is not None and self._over_budget(call, seat):
+            return
+        tools = [] if self.proxy.server_tools else self.proxy.api.server_side_tools(body)
+        if tools:
+            self._refuse(
+                call,
+                403,
+                f"server-side tools not allowed ({', '.join(sorted(set(tools)))}): the"
+                " vendor would reach the network for the seat",
+            )
+            return
+        if self.proxy.fair_use is None:
+            self._call_vendor(call, self.proxy.target(path, query), body, headers)
+            return
+        # Over the seat's share a request waits for its slot (isolation.fair_use).
+        with self.proxy.fair_use.slot(seat) as grant:
+            call.queued_s = round(grant.waited_s, 6)
+            if not grant.ok:
+                self._rate_limited(call, grant.retry_after)
+                return
+            self._call_vendor(call, self.proxy.target(path, query), body, headers)
+
+    def _rate_limited(self, call: ModelCall, retry_after: str) -> None:
+        """429 with ``Retry-After`` in the vendor's own shape: the CLI retries as it
+        does when the vendor's rate limit is hit."""
+        message = (
+            "swarmlab fair use: this seat's share of the account's rate limit is in"
+            f" use; retry after {retry_after} s"
+        )
+        call.status, call.error, call.retry_after = 429, "fair use: " + message, retry_after
+        data = self.proxy.api.rate_limit_error(message)
+        try:
+            self.send_response(429)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Retry-After", retry_after)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            self.close_connection = True
+
+    def _over_budget(self, call: ModelCall, seat: Caller) -> bool:
+        """A seat whose token or cost budget is spent gets the vendor's own quota
+        error (recorded: 429, no upstream status, ``error`` naming the budget); True
+        when so. Calls in flight when the limit was crossed were not stopped."""
+        budget = self.proxy.spending.spent(seat.token) if self.proxy.spending else None
+        if budget is None:
+            return False
+        message = f"swarmlab budget: this seat's {budget} budget is spent"
+        status, error = self.proxy.api.quota_error(message)
+        call.status, call.error = status, f"refused: budget {budget} spent"
+        data = json.dumps(error).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            self.close_connection = True
+        if self.proxy.on_budget is not None:
+            try:
+                self.proxy.on_budget(seat.arm, seat.agent, budget)
+            except Exception as exc:  # the runner's trouble, not the seat's request
+                with self.proxy._lock:
+                    self.proxy.record_errors.append(repr(exc))
+        return True
+
+    def _refusal(
+        self, seat: Caller | None, path: str, headers: dict[str, str]
+    ) -> tuple[int, str] | None:
+        """(status, message) for a request refused on its head alone, or None."""
+        if seat is None:
+            return 401, "no seat token: the proxy forwards seats' calls only"
+        if headers.get("upgrade"):
+            return 426, "no protocol upgrade through the proxy: use HTTP"
+        if not self.proxy.allowed(self.command, path):
+            return 403, f"{self.command} {path}: not a model route of the API"
+        return None
+
+    def _call_vendor(
+        self, call: ModelCall, target: str, body: bytes, headers: dict[str, str]
+    ) -> None:
+        try:
+            conn = self.proxy._connect()
+        except (OSError, http.client.HTTPException) as exc:
+            self._refuse(call, 502, f"vendor unreachable: {type(exc).__name__}: {exc}")
+            return
+        try:
+            try:
+                conn.request(
+                    self.command, target, body or None, self.proxy._upstream_headers(headers)
                 )
-                try:
-                    self._serve(call, seat, parts.path, query, headers)
-                except _BadRequest as exc:
-                    self.close_connection = True  # what is left of the body is not read
-                    self._refuse(call, exc.status, exc.message)
-                except Exception as exc:  # nothing a seat sends may skip its call's record
-                    call.error = call.error or f"proxy error: {type(exc).__name__}: {exc}"
-                    call.status = call.status or 500
-                    self.close_connection = True
-                finally:
-                    if seat is not None and proxy.spending is not None:
-                        proxy.spending.add(seat.token, call)  # what the vendor billed
-                    proxy._finish(call)
+                response = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                self._refuse(call, 502, f"vendor unreachable: {type(exc).__name__}: {exc}")
+                return
+            call.first_byte_at = time.time()
+            call.upstream_status = call.status = response.status
+            call.retry_after = (response.getheader("retry-after") or "")[:100]
+            self._pass_back(call, response)
+        finally:
+            conn.close()
 
-            def _serve(
-                self,
-                call: ModelCall,
-                seat: Caller | None,
-                path: str,
-                query: list[tuple[str, str]],
-                headers: dict[str, str],
-            ) -> None:
-                refusal = self._refusal(seat, path, headers)
-                if refusal is not None:
-                    # Before the body is read (it stays unread: the connection closes).
-                    self.close_connection = True
-                    self._refuse(call, *refusal)
-                    return
-                body = self._body()
-                call.bytes_up = len(body)
-                # After the body is read: a socket closed with unread data is reset, and the
-                # seat would see a broken connection instead of the quota error.
-                if seat is not None and self._over_budget(call, seat):
-                    return
-                tools = [] if proxy.server_tools else proxy.api.server_side_tools(body)
-                if tools:
-                    self._refuse(
-                        call,
-                        403,
-                        f"server-side tools not allowed ({', '.join(sorted(set(tools)))}): the"
-                        " vendor would reach the network for the seat",
-                    )
-                    return
-                if proxy.fair_use is None:
-                    self._call_vendor(call, proxy.target(path, query), body, headers)
-                    return
-                # Over the seat's share a request waits for its slot (isolation.fair_use).
-                with proxy.fair_use.slot(seat) as grant:
-                    call.queued_s = round(grant.waited_s, 6)
-                    if not grant.ok:
-                        self._rate_limited(call, grant.retry_after)
-                        return
-                    self._call_vendor(call, proxy.target(path, query), body, headers)
+    def _seat_gone(self, call: ModelCall, exc: OSError) -> None:
+        call.error = f"seat went away: {type(exc).__name__}"
+        self.close_connection = True
 
-            def _rate_limited(self, call: ModelCall, retry_after: str) -> None:
-                """429 with ``Retry-After`` in the vendor's own shape: the CLI retries as it
-                does when the vendor's rate limit is hit."""
-                message = (
-                    "swarmlab fair use: this seat's share of the account's rate limit is in"
-                    f" use; retry after {retry_after} s"
-                )
-                call.status, call.error, call.retry_after = 429, "fair use: " + message, retry_after
-                data = proxy.api.rate_limit_error(message)
-                try:
-                    self.send_response(429)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.send_header("Retry-After", retry_after)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    self.close_connection = True
+    def _send_head(self, response: http.client.HTTPResponse, chunked: bool) -> None:
+        """The vendor's status and headers (less the hop-by-hop ones), framed anew."""
+        bodiless = _bodiless(response.status)
+        self.send_response(response.status, response.reason)
+        for key, value in response.getheaders():
+            if key.lower() not in HOP_BY_HOP | {"date", "server"}:
+                self.send_header(key, value)
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        elif not bodiless:
+            self.send_header("Content-Length", str(response.getheader("content-length")))
+        self.end_headers()
+        self.wfile.flush()
 
-            def _over_budget(self, call: ModelCall, seat: Caller) -> bool:
-                """A seat whose token or cost budget is spent gets the vendor's own quota
-                error (recorded: 429, no upstream status, ``error`` naming the budget); True
-                when so. Calls in flight when the limit was crossed were not stopped."""
-                budget = proxy.spending.spent(seat.token) if proxy.spending else None
-                if budget is None:
-                    return False
-                message = f"swarmlab budget: this seat's {budget} budget is spent"
-                status, error = proxy.api.quota_error(message)
-                call.status, call.error = status, f"refused: budget {budget} spent"
-                data = json.dumps(error).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    self.close_connection = True
-                if proxy.on_budget is not None:
-                    try:
-                        proxy.on_budget(seat.arm, seat.agent, budget)
-                    except Exception as exc:  # the runner's trouble, not the seat's request
-                        with proxy._lock:
-                            proxy.record_errors.append(repr(exc))
-                return True
-
-            def _refusal(
-                self, seat: Caller | None, path: str, headers: dict[str, str]
-            ) -> tuple[int, str] | None:
-                """(status, message) for a request refused on its head alone, or None."""
-                if seat is None:
-                    return 401, "no seat token: the proxy forwards seats' calls only"
-                if headers.get("upgrade"):
-                    return 426, "no protocol upgrade through the proxy: use HTTP"
-                if not proxy.allowed(self.command, path):
-                    return 403, f"{self.command} {path}: not a model route of the API"
-                return None
-
-            def _call_vendor(
-                self, call: ModelCall, target: str, body: bytes, headers: dict[str, str]
-            ) -> None:
-                try:
-                    conn = proxy._connect()
-                except (OSError, http.client.HTTPException) as exc:
-                    self._refuse(call, 502, f"vendor unreachable: {type(exc).__name__}: {exc}")
-                    return
-                try:
-                    try:
-                        conn.request(
-                            self.command, target, body or None, proxy._upstream_headers(headers)
-                        )
-                        response = conn.getresponse()
-                    except (OSError, http.client.HTTPException) as exc:
-                        self._refuse(call, 502, f"vendor unreachable: {type(exc).__name__}: {exc}")
-                        return
-                    call.first_byte_at = time.time()
-                    call.upstream_status = call.status = response.status
-                    call.retry_after = (response.getheader("retry-after") or "")[:100]
-                    self._pass_back(call, response)
-                finally:
-                    conn.close()
-
-            def _seat_gone(self, call: ModelCall, exc: OSError) -> None:
-                call.error = f"seat went away: {type(exc).__name__}"
-                self.close_connection = True
-
-            def _send_head(self, response: http.client.HTTPResponse, chunked: bool) -> None:
-                """The vendor's status and headers (less the hop-by-hop ones), framed anew."""
-                bodiless = _bodiless(response.status)
-                self.send_response(response.status, response.reason)
-                for key, value in response.getheaders():
-                    if key.lower() not in HOP_BY_HOP | {"date", "server"}:
-                        self.send_header(key, value)
-                if chunked:
-                    self.send_header("Transfer-Encoding", "chunked")
-                elif not bodiless:
-                    self.send_header("Content-Length", str(response.getheader("content-length")))
-                self.end_headers()
+    def _relay(
+        self,
+        call: ModelCall,
+        response: http.client.HTTPResponse,
+        chunked: bool,
+        kept: bytearray,
+    ) -> bool:
+        """Pass the body on as it arrives, keeping its start in ``kept``; False when
+        either side broke off (``call.error`` says which)."""
+        while True:
+            try:
+                data = response.read1(READ_SIZE)
+            except (OSError, http.client.HTTPException) as exc:
+                call.error = f"vendor stream broke: {type(exc).__name__}: {exc}"
+                self.close_connection = True  # the seat sees a cut-off stream
+                return False
+            if not data:
+                break
+            call.bytes_down += len(data)
+            if call.bytes_down <= KEEP_BYTES:
+                kept += data
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
                 self.wfile.flush()
+            except OSError as exc:
+                self._seat_gone(call, exc)
+                self._read_to_the_end(call, response, kept)
+                return False
+        if chunked:
+            try:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except OSError as exc:
+                self._seat_gone(call, exc)
+                return False
+        return True
 
-            def _relay(
-                self,
-                call: ModelCall,
-                response: http.client.HTTPResponse,
-                chunked: bool,
-                kept: bytearray,
-            ) -> bool:
-                """Pass the body on as it arrives, keeping its start in ``kept``; False when
-                either side broke off (``call.error`` says which)."""
-                while True:
-                    try:
-                        data = response.read1(READ_SIZE)
-                    except (OSError, http.client.HTTPException) as exc:
-                        call.error = f"vendor stream broke: {type(exc).__name__}: {exc}"
-                        self.close_connection = True  # the seat sees a cut-off stream
-                        return False
-                    if not data:
-                        break
-                    call.bytes_down += len(data)
-                    if call.bytes_down <= KEEP_BYTES:
-                        kept += data
-                    try:
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
-                        self.wfile.flush()
-                    except OSError as exc:
-                        self._seat_gone(call, exc)
-                        self._read_to_the_end(call, response, kept)
-                        return False
-                if chunked:
-                    try:
-                        self.wfile.write(b"0\r\n\r\n")
-                        self.wfile.flush()
-                    except OSError as exc:
-                        self._seat_gone(call, exc)
-                        return False
-                return True
+    def _read_to_the_end(
+        self, call: ModelCall, response: http.client.HTTPResponse, kept: bytearray
+    ) -> None:
+        """The rest of a response whose seat went away, read and kept, not sent: a
+        vendor may report a stream's usage only in its last events (each API module's
+        ``usage_of`` reads them), so a seat that hung up before it would otherwise have
+        its generation never counted against its budget. Ends with the vendor's
+        stream, or on a broken one (what was kept still counts)."""
+        while True:
+            try:
+                data = response.read1(READ_SIZE)
+            except (OSError, http.client.HTTPException):
+                return
+            if not data:
+                return
+            call.bytes_down += len(data)
+            if call.bytes_down <= KEEP_BYTES:
+                kept += data
 
-            def _read_to_the_end(
-                self, call: ModelCall, response: http.client.HTTPResponse, kept: bytearray
-            ) -> None:
-                """The rest of a response whose seat went away, read and kept, not sent: a
-                vendor may report a stream's usage only in its last events (each API module's
-                ``usage_of`` reads them), so a seat that hung up before it would otherwise have
-                its generation never counted against its budget. Ends with the vendor's
-                stream, or on a broken one (what was kept still counts)."""
-                while True:
-                    try:
-                        data = response.read1(READ_SIZE)
-                    except (OSError, http.client.HTTPException):
-                        return
-                    if not data:
-                        return
-                    call.bytes_down += len(data)
-                    if call.bytes_down <= KEEP_BYTES:
-                        kept += data
+    def _pass_back(self, call: ModelCall, response: http.client.HTTPResponse) -> None:
+        bodiless = _bodiless(response.status)
+        length = response.getheader("content-length")
+        chunked = not bodiless and (length is None or bool(response.chunked))
+        kept = bytearray()
+        try:
+            try:
+                self._send_head(response, chunked)
+            except OSError as exc:
+                self._seat_gone(call, exc)
+                return
+            if not bodiless:
+                self._relay(call, response, chunked, kept)
+        finally:
+            # What the vendor sent so far, even when cut off: billed tokens are counted.
+            if kept and call.bytes_down <= KEEP_BYTES:
+                content_type = response.getheader("content-type") or ""
+                call.set_usage(bytes(kept), content_type, self.proxy.api)
 
-            def _pass_back(self, call: ModelCall, response: http.client.HTTPResponse) -> None:
-                bodiless = _bodiless(response.status)
-                length = response.getheader("content-length")
-                chunked = not bodiless and (length is None or bool(response.chunked))
-                kept = bytearray()
-                try:
-                    try:
-                        self._send_head(response, chunked)
-                    except OSError as exc:
-                        self._seat_gone(call, exc)
-                        return
-                    if not bodiless:
-                        self._relay(call, response, chunked, kept)
-                finally:
-                    # What the vendor sent so far, even when cut off: billed tokens are counted.
-                    if kept and call.bytes_down <= KEEP_BYTES:
-                        content_type = response.getheader("content-type") or ""
-                        call.set_usage(bytes(kept), content_type, proxy.api)
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
-
-        return Handler
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
 
 
 def _bodiless(status: int) -> bool:
@@ -739,8 +739,9 @@ class _Server(ThreadingHTTPServer):
     # queue instead of being dropped (a dropped SYN costs its caller a second or more).
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(address, handler)
+    def __init__(self, address: tuple[str, int], proxy: ModelProxy) -> None:
+        super().__init__(address, _SeatHandler)
+        self.proxy = proxy
         self.refused = 0
         self._guard = threading.Lock()
         self._per_client: dict[str, int] = {}

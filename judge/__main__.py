@@ -79,10 +79,10 @@ def new_task(args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    from isolation import DockerUnavailable, ImageMissing, docker_client, ensure_image
+    from isolation import DockerUnavailable, ImageMissing
     from judge.preflight import format_table, run_preflight
     from judge.private import setup
-    from judge.sandbox import InfrastructureFault
+    from judge.sandbox import InfrastructureFault, backend_of
     from judge.service import describe, queue_for, run_until_done, serve_forever
 
     if not argv or argv[0] not in COMMANDS:
@@ -106,11 +106,7 @@ def main(argv: list[str]) -> int:
             candidate = import_candidate(candidate, candidate_store(cfg.judge.private_dir))
         # The judge scores only in containers: no engine, or an image it cannot make, is one
         # line before anything is made; a missing base image is made now (never pulled).
-        client = docker_client()
-        try:
-            ensure_image(client, str(cfg.judge.sandbox.image))
-        finally:
-            client.close()
+        backend_of(cfg.judge.sandbox).prepare(cfg.judge.sandbox)
         home = setup(cfg, progress=_progress)
         if command == "setup":
             print(home.root)

@@ -22,6 +22,9 @@ class SandboxConfig:
     ``mount_host_python: false``.
     """
 
+    # Which implementation runs the containers (judge.sandbox.base.open_sandbox): a name
+    # registered with @sandbox_backend, or a module judge.sandbox.<name> that registers it.
+    backend: str = "docker"
     # The offline base image (isolation/images.py): $SWARMLAB_BASE_IMAGE, else swarmlab-base:1.
     image: str = field(default_factory=base_tag)
     python: str = "auto"

@@ -225,12 +225,16 @@ def build_mutant_repo(
     return root, shas
 
 
-def judge_code_hash() -> str:
+def judge_code_hash(root: Path | None = None) -> str:
+    """sha256 over the judge's code (``root``: the judge package, by default this one)."""
     digest = hashlib.sha256()
-    here = Path(__file__).parent
-    # The kinds' modules too: their checks and generated mutants are the judge's criteria.
-    for file in sorted([*here.glob("*.py"), *here.glob("kinds/*.py")]):
-        digest.update(file.read_bytes())
+    here = root or Path(__file__).parent
+    # Every module below judge/, the kinds' packages included (their checks, harnesses and
+    # generated mutants are the judge's criteria): a kind's subpackage edited must void a pass.
+    for file in sorted(here.rglob("*.py")):
+        if "__pycache__" not in file.parts:
+            digest.update(str(file.relative_to(here)).encode())
+            digest.update(file.read_bytes())
     return digest.hexdigest()
 
 

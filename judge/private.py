@@ -33,7 +33,12 @@ from isolation.taskenv import (
     toolchain_outputs,
 )
 from judge.integrity import zone_hashes
-from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer, sandbox_python
+from judge.sandbox import (
+    InfrastructureFault,
+    Sandbox,
+    SandboxContainer,
+    sandbox_python,
+)
 from tasks.schema import PROJECT_ROOT, task_root
 
 # 2: per-sets_seed stored sets; timing, B=1 and re-check prompts drawn per evaluation.

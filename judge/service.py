@@ -37,7 +37,7 @@ from judge.kinds import Evaluator, Metric, get_kind
 from judge.mutant import candidate_serve
 from judge.private import JudgeHome
 from judge.queue import Job, JudgeQueue, process_alive
-from judge.sandbox import other_cpus, remove_stale_sandboxes
+from judge.sandbox import backend_of, other_cpus
 from judge.settings import settings_hash
 from judge.verdict import Evaluation, Outcome, Verdict
 from tasks.schema import PROJECT_ROOT
@@ -152,7 +152,7 @@ def work(
         if on_ready:
             on_ready(queue.settings_hash)
         recovered = queue.recover(device)
-        removed = remove_stale_sandboxes(home.owner, device)
+        removed = backend_of(cfg.judge.sandbox).remove_stale(home.owner, device)
         if progress and (recovered or removed):
             progress(
                 f"judge: re-queued {len(recovered)} interrupted evaluation(s),"

@@ -44,5 +44,9 @@ def settings_hash(cfg: Any) -> str:
     for name in NON_VERDICT_SETTINGS:
         judge.pop(name, None)
     judge["sandbox"].pop("cpuset", None)
+    if judge["sandbox"].get("backend") == "docker":
+        # The default, and the only backend before the setting existed: the hashes of runs
+        # made then stay their hashes.
+        judge["sandbox"].pop("backend")
     blob = json.dumps({"task": task_fingerprint(typed), "judge": judge}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -21,18 +21,8 @@ from isolation.workspace import ArmWorkspace
 from judge import JudgeQueue, Metric, run_metric
 from runner.events import EventLog
 from runner.gateway import fair_key
-from runrecord import BASELINE, LEGACY_META, PSEUDO_AGENTS, REJUDGE, agent_name
-
-# What a run whose re-judging began under the older names (its meta holds the legacy key)
-# keeps calling them when resumed, so that no round is queued twice under a second name.
-_LEGACY_REJUDGE = ("confirm", "recheck")
-
-
-def rejudging_names(meta: dict[str, Any]) -> tuple[str, str]:
-    """The pseudo-agent of an arm's best re-judged and the word of its request ids."""
-    if any(key in meta for key in LEGACY_META):
-        return _LEGACY_REJUDGE
-    return REJUDGE, "rejudge"
+from runrecord import BASELINE, PSEUDO_AGENTS, agent_name
+from runrecord.names import rejudging_names
 
 
 @dataclass(frozen=True)

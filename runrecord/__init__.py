@@ -4,18 +4,16 @@ A run directory holds ``events.sqlite`` (the schema: ``runrecord.schema``), ``su
 ``arms/<arm>/submissions.git``. The runner writes them (``runner.events``, ``runner.summary``);
 the analysis reads them (``analysis.tables``). Both take the meaning from here: the pseudo-agent
 names and table labels (``runrecord.names``), the seats (``runrecord.seats``), the model-call
-outage rule (``runrecord.model_calls``), relays (``runrecord.relays``) and the per-arm facts
-(``runrecord.facts``). This package imports neither ``runner`` nor ``analysis``: it describes
-files, so the analysis still reads only what a run wrote.
+outage rule (``runrecord.model_calls``), relays (``runrecord.relays``), the per-arm facts
+(``runrecord.facts``) and the per-arm row every surface shows (``runrecord.row``). This
+package imports neither ``runner`` nor ``analysis``: it describes files, so the analysis still
+reads only what a run wrote.
 """
 
 from __future__ import annotations
 
 from runrecord.facts import (
-    ARMS_NAMES,
     JUDGED_FIELDS,
-    SHARED_COLUMNS,
-    SUMMARY_DIGITS,
     ArmFacts,
     Judged,
     ModelCallFacts,
@@ -29,7 +27,6 @@ from runrecord.facts import (
     judged_rows,
     model_call_facts,
     optional,
-    summary_value,
 )
 from runrecord.model_calls import SeatOutage, failed, seat_outages
 from runrecord.names import (
@@ -37,6 +34,7 @@ from runrecord.names import (
     CHAMPION,
     LEGACY_AGENTS,
     LEGACY_COLUMNS,
+    LEGACY_DIVISORS,
     LEGACY_META,
     PSEUDO_AGENTS,
     REJUDGE,
@@ -55,6 +53,7 @@ from runrecord.relays import (
     start_commit,
     submission_parents,
 )
+from runrecord.row import ROW, Column, call_values, csv_value, fact_values, project
 from runrecord.schema import (
     LATER_COLUMNS,
     OPTIONAL_TABLES,
@@ -66,23 +65,23 @@ from runrecord.schema import (
 from runrecord.seats import SeatRecord, arm_agent_kind, arm_scripted, run_config, seat_records
 
 __all__ = [
-    "ARMS_NAMES",
     "BASELINE",
     "CHAMPION",
     "JUDGED_FIELDS",
     "LATER_COLUMNS",
     "LEGACY_AGENTS",
     "LEGACY_COLUMNS",
+    "LEGACY_DIVISORS",
     "LEGACY_META",
     "OPTIONAL_TABLES",
     "PSEUDO_AGENTS",
     "REJUDGE",
     "REJUDGING_AGENTS",
     "REJUDGING_STARTED_AT",
+    "ROW",
     "SCHEMA",
-    "SHARED_COLUMNS",
-    "SUMMARY_DIGITS",
     "ArmFacts",
+    "Column",
     "CommitGraph",
     "Judged",
     "ModelCallFacts",
@@ -98,15 +97,19 @@ __all__ = [
     "arm_scripted",
     "best_pass",
     "busy_seconds",
+    "call_values",
     "columns",
+    "csv_value",
     "current_columns",
     "event_tables",
+    "fact_values",
     "failed",
     "isolation_label",
     "judge_noise",
     "judged_rows",
     "model_call_facts",
     "optional",
+    "project",
     "rejudging_started_at",
     "relay_count",
     "relay_pairs",
@@ -115,6 +118,5 @@ __all__ = [
     "seat_records",
     "start_commit",
     "submission_parents",
-    "summary_value",
     "upgrade",
 ]

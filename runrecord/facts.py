@@ -2,7 +2,7 @@
 ``analysis.tables`` (the ``arms`` table) both take them from here, so they agree by construction.
 
 Each reader turns its rows into ``Judged`` records (one per evaluation) and calls ``arm_facts``;
-the values are unrounded, and ``summary.csv`` rounds some of them (``SUMMARY_DIGITS``).
+the values are unrounded. The per-arm row's columns (``runrecord.row``) are made from them.
 """
 
 from __future__ import annotations
@@ -180,7 +180,8 @@ class ArmFacts:
     # The agents' phase: their evaluations plus any champion re-measurement.
     judge_evaluations: int
     judge_seconds: float
-    judge_busy_pct: float
+    # judge_seconds / the phase's seconds (None for a phase of no length).
+    judge_utilisation: float | None
     full_evaluation_s: float | None  # median duration of a PASS in the phase
     mean_queue_wait_s: float | None
 
@@ -230,7 +231,7 @@ def arm_facts(
         rejudged_x_baseline=_median(j.x_baseline for j in rejudged_pass),
         judge_evaluations=len(in_phase),
         judge_seconds=busy,
-        judge_busy_pct=100 * busy / max(phase.seconds, 1e-9),
+        judge_utilisation=busy / phase.seconds if phase.seconds > 0 else None,
         full_evaluation_s=_median(
             j.finished_at - j.started_at
             for j in in_phase
@@ -267,34 +268,3 @@ def model_call_facts(
         lost_s=round(sum(o.lost_s for o in seats), 3),
         wire_output_tokens=wire,
     )
-
-
-#: Columns ``summary.csv`` and the ``arms`` table share (same name, same meaning).
-SHARED_COLUMNS = (
-    "arm", "agent_kind", "isolation", "evaluations", "duplicates", "pass", "wrong", "reject",
-    "error", "not_evaluated", "metric", "unit", "best_score", "time_to_best_s", "rejudged_score",
-    "rejudged_x_baseline", "rejudged_verdicts", "judge_noise_x_sd", "relays",
-    "mean_queue_wait_s", "restarts", "model_calls", "model_call_failures", "model_lost_s",
-    "wire_output_tokens",
-)  # fmt: skip
-#: ``summary.csv`` columns the ``arms`` table holds under another name.
-ARMS_NAMES: Mapping[str, str] = {"agents": "seats", "x_baseline": "best_x_baseline"}
-#: Digits ``summary.csv`` rounds a column to (the ``arms`` table keeps every digit).
-SUMMARY_DIGITS: Mapping[str, int] = {
-    "time_to_best_s": 1,
-    "rejudged_score": 3,
-    "rejudged_x_baseline": 4,
-    "judge_noise_x_sd": 4,
-    "judge_busy_pct": 1,
-    "mean_queue_wait_s": 1,
-    "model_lost_s": 1,
-    "x_champion": 3,
-}
-
-
-def summary_value(column: str, value: Any) -> Any:
-    """A value as ``summary.csv`` holds it: rounded per ``SUMMARY_DIGITS``; None stays None."""
-    digits = SUMMARY_DIGITS.get(column)
-    if digits is None or value is None:
-        return value
-    return round(value, digits)

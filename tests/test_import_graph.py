@@ -255,3 +255,13 @@ def test_no_module_outside_a_kinds_package_names_a_kind():
     # Each exception still holds what it is excused for (a stale entry is removed).
     for name in NAMES_A_KIND_OK:
         assert _names_a_kind(modules[name], kinds, set()), name
+
+
+def test_benchmarks_import_no_test_helper():
+    """``bench/`` scripts run from the product alone: nothing of ``tests`` (issue 25)."""
+    offenders = {}
+    for path in sorted((PROJECT_ROOT / "bench").glob("*.py")):
+        found = _imports(path.stem, path, {"tests": path})
+        if found:
+            offenders[path.name] = sorted(found)
+    assert not offenders, f"bench/ imports test helpers: {offenders}"

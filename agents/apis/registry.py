@@ -1,23 +1,21 @@
 """The name-keyed registry of vendor APIs, imported lazily (one module per bundled name).
 
-Adding a vendor API: one module defining a :class:`~agents.apis.base.VendorApi` subclass under
-``@vendor_api("name")``, its entry in :data:`_BUNDLED`, and its tests.
+Adding a vendor API: one module of ``agents.apis`` defining a :class:`~agents.apis.base.VendorApi`
+subclass under ``@vendor_api("name")``, and its tests; the registry finds the module by that call
+(:class:`registry.Registry`), with no list to edit.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import TypeVar
 
 from agents.apis.base import VendorApi
+from registry import Registry
 
-_BUNDLED = {
-    "anthropic": "agents.apis.anthropic",
-    "gemini": "agents.apis.gemini",
-    "openai": "agents.apis.openai",
-}
-_APIS: dict[str, type[VendorApi]] = {}
+APIS: Registry[type[VendorApi]] = Registry(
+    "vendor API", "agents.apis", "vendor_api", "swarmlab.vendor_apis"
+)
 T = TypeVar("T", bound=type[VendorApi])
 
 
@@ -26,15 +24,14 @@ def vendor_api(name: str) -> Callable[[T], T]:
 
     def register(cls: T) -> T:
         cls.name = name
-        _APIS[name] = cls
-        return cls
+        return APIS.register(name, cls)
 
     return register
 
 
 def api_names() -> list[str]:
     """Every API that can be asked for by name."""
-    return sorted({*_BUNDLED, *_APIS})
+    return APIS.names()
 
 
 def get_api(name: str) -> VendorApi:
@@ -43,8 +40,4 @@ def get_api(name: str) -> VendorApi:
     Raises:
         ValueError: no such API (the message lists the known ones).
     """
-    if name not in _APIS and name in _BUNDLED:
-        importlib.import_module(_BUNDLED[name])
-    if name not in _APIS:
-        raise ValueError(f"no vendor API named {name!r}; known: {', '.join(api_names())}")
-    return _APIS[name]()
+    return APIS.get(name)()

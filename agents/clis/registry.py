@@ -3,27 +3,26 @@
 A CLI is one module, ``agents/clis/<name>.py``, that calls :func:`register_cli` with an
 instance of its :class:`~agents.clis.base.Client` subclass, and one Hydra group file,
 ``conf/agent/<name>.yaml`` (``client: <name>``), plus its tests: :data:`CLI_FILES`. Nothing else
-of swarmlab changes for a new CLI on an API the model proxy already knows.
+of swarmlab changes for a new CLI on an API the model proxy already knows: the registry finds the
+module by its call of :func:`register_cli` (:class:`registry.Registry`), with no list to edit.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from registry import Registry
 
 if TYPE_CHECKING:
     from agents.clis.base import Client
 
 __all__ = ["CLI_FILES", "cli_names", "files_for_cli", "get_cli", "register_cli", "unregister_cli"]
 
-# The bundled CLIs, imported when first asked for (no CLI's code runs at ``import agents``).
-_BUNDLED = {
-    "claude_code": "agents.clis.claude_code",
-    "codex": "agents.clis.codex",
-    "gemini": "agents.clis.gemini",
-    "mini_swe": "agents.clis.mini_swe",
-}
-_CLIS: dict[str, Client] = {}
+# The bundled CLIs, imported when first asked for (no CLI's code runs at ``import agents``); a
+# module registering without a literal name registers its own (``agents/clis/codex.py``: codex).
+CLIS: Registry[Client] = Registry(
+    "agent CLI", "agents.clis", "register_cli", "swarmlab.agent_clis", bundled_first=True
+)
 # The project files one CLI needs besides its tests (relative to the project root).
 CLI_FILES = ("agents/clis/{name}.py", "conf/agent/{name}.yaml")
 
@@ -34,21 +33,17 @@ def register_cli(cli: Client) -> Client:
     Raises:
         ValueError: another CLI already has that name.
     """
-    old = _CLIS.get(cli.name)
-    if old is not None and old != cli:
-        raise ValueError(f"agent CLI {cli.name!r} is already registered")
-    _CLIS[cli.name] = cli
-    return cli
+    return CLIS.register(cli.name, cli, unique=True)
 
 
 def unregister_cli(name: str) -> None:
     """Forget a CLI registered at run time (a test's); bundled ones come back on next use."""
-    _CLIS.pop(name, None)
+    CLIS.unregister(name)
 
 
 def cli_names() -> list[str]:
     """Every CLI that can be asked for by name, bundled ones first."""
-    return [*_BUNDLED, *sorted(set(_CLIS) - set(_BUNDLED))]
+    return CLIS.names()
 
 
 def get_cli(name: str) -> Client:
@@ -57,12 +52,7 @@ def get_cli(name: str) -> Client:
     Raises:
         ValueError: no such CLI (the message lists the known ones).
     """
-    if name not in _CLIS and name in _BUNDLED:
-        importlib.import_module(_BUNDLED[name])
-    try:
-        return _CLIS[name]
-    except KeyError:
-        raise ValueError(f"no agent CLI named {name!r}; known: {', '.join(cli_names())}") from None
+    return CLIS.get(name)
 
 
 def files_for_cli(name: str) -> list[str]:

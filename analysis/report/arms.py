@@ -9,6 +9,7 @@ from analysis.report.budgets import budgets_text
 from analysis.report.markdown import clock, num, pct, seconds, short, table
 from analysis.tables import RunInfo
 from judge import Metric
+from runrecord.row import REPORT, columns
 
 
 def facts_table(run: RunInfo) -> list[str]:
@@ -67,7 +68,11 @@ ARMS_TAIL = ["best by", "time to best", "relays", "judge busy", "queue wait", "r
 
 def arms_table(arms: pd.DataFrame, sweep: bool, metric: Metric) -> list[str]:
     """``## Arms``: one row per arm (per seed and arm in a sweep: ``sweep``), with a
-    re-judged column when any arm's best was re-judged."""
+    re-judged column when any arm's best was re-judged.
+
+    It reads only the per-arm row's columns the row says the report shows (``runrecord.row``).
+    """
+    arms = arms[[c for c in columns(REPORT) if c in arms]]  # an older table may lack some
     rejudged = bool((arms["rejudged_verdicts"].fillna("") != "").any())
     # Identical trees judged once (judge.duplicates): shown where any arm had one.
     dups = "duplicates" in arms and bool((arms["duplicates"].fillna(0) > 0).any())

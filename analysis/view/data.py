@@ -32,6 +32,8 @@ from runrecord import (
     seat_outages,
     submission_parents,
 )
+from runrecord.row import VIEW_COST, VIEW_JUDGE, VIEW_RACE
+from runrecord.row import columns as row_columns
 
 __all__ = [
     "SECTIONS",
@@ -200,14 +202,7 @@ def _race(tables: Tables, now: float) -> dict[str, Any]:
                     "points": best_steps(ev[ev["arm"] == arm], metric),
                 }
             )
-    arms = records(
-        tables.arms,
-        [
-            "run_id", "seed", "arm", "best_score", "best_x_baseline", "best_agent",
-            "best_commit", "time_to_best_s", "rejudged_score", "rejudged_x_baseline",
-            "rejudged_verdicts", "baseline_score", "judge_noise_x_sd",
-        ],
-    )  # fmt: skip
+    arms = records(tables.arms, row_columns(VIEW_RACE))
     medians = {}
     if len(tables.runs) > 1:
         for arm, group in tables.arms.groupby("arm", sort=False):
@@ -316,14 +311,7 @@ def _judge(tables: Tables, now: float) -> dict[str, Any]:
     formula = [
         {"run_id": run.run_id, "lines": _formula_lines(tables, run)[0]} for run in tables.runs
     ]
-    capacity = records(
-        tables.arms,
-        [
-            "run_id", "arm", "run_seconds", "judge_evaluations", "judge_seconds",
-            "seconds_per_evaluation", "full_evaluation_s", "judge_capacity", "judge_utilisation",
-            "mean_queue_wait_s",
-        ],
-    )  # fmt: skip
+    capacity = records(tables.arms, row_columns(VIEW_JUDGE))
     shared = [s for run in tables.runs if (s := _shared_judge(tables, run, now)) is not None]
     ev = tables.evaluations
     many = len(ev) > TIMELINE_BARS
@@ -612,14 +600,7 @@ def _cost(tables: Tables) -> dict[str, Any]:
                 "points": [[plain(a), plain(b)] for a, b in zip(t, total, strict=True)],
             }
         )
-    arms = records(
-        tables.arms,
-        [
-            "run_id", "arm", "token_records", "output_tokens", "token_cost_per_gain",
-            "best_score", "baseline_score", "wire_output_tokens", "model_calls",
-            "model_call_failures", "model_lost_s",
-        ],
-    )  # fmt: skip
+    arms = records(tables.arms, row_columns(VIEW_COST))
     formula = [
         {"run_id": run.run_id, "lines": _formula_lines(tables, run)[1]} for run in tables.runs
     ]

@@ -1,18 +1,19 @@
-"""The name-keyed registry of task kinds, imported lazily (``"module"`` per name)."""
+"""The name-keyed registry of task kinds: a module of ``judge.kinds`` (flat or a subpackage)
+registers its kind with ``@task_kind("name")`` and is found there by name, imported on first use
+(a kind's heavy imports cost nothing until it is asked for); see :class:`registry.Registry`."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
 
 from judge.kinds.base import Metric, TaskKind
+from registry import Registry
 
-# Bundled kinds: imported on first use, so a kind's heavy imports cost nothing until asked for.
-_BUNDLED = {"decode": "judge.kinds.decode", "server": "judge.kinds.server"}
-_KINDS: dict[str, type] = {}
+# Kinds of installed distributions: the entry point group ``swarmlab.task_kinds``.
+KINDS: Registry[type] = Registry("task kind", "judge.kinds", "task_kind", "swarmlab.task_kinds")
 # The kind of a task config that names none: every task saved before kinds existed was a decode
 # task (old run records, old saved judge configs), and ``new-task`` scaffolds it by default.
 # The one place outside ``judge/kinds/decode/`` that names the kind.
@@ -24,15 +25,14 @@ def task_kind(name: str) -> Callable[[T], T]:
     """Class decorator: register a task kind under ``name``."""
 
     def register(cls: T) -> T:
-        _KINDS[name] = cls
-        return cls
+        return KINDS.register(name, cls)
 
     return register
 
 
 def kind_names() -> list[str]:
     """Every kind that can be asked for by name."""
-    return sorted({*_BUNDLED, *_KINDS})
+    return KINDS.names()
 
 
 def get_kind(name: str) -> TaskKind:
@@ -41,11 +41,10 @@ def get_kind(name: str) -> TaskKind:
     Raises:
         KeyError: no such kind (the message lists the known ones).
     """
-    if name not in _KINDS and name in _BUNDLED:
-        importlib.import_module(_BUNDLED[name])
-    if name not in _KINDS:
+    cls = KINDS.find(name)
+    if cls is None:
         raise KeyError(f"unknown task kind {name!r}: known kinds are {', '.join(kind_names())}")
-    return _KINDS[name]()
+    return cls()
 
 
 def kind_of(task: Mapping[str, Any]) -> TaskKind:

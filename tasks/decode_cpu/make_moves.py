@@ -1,9 +1,9 @@
 """Regenerate ``moves/``: the scripted agents' move library, each move a scripted edit saved as a
 ``git diff`` against the template plus the moves it ``requires``.
 
-Run ``python -m tasks.decode_cpu.make_moves`` after any change to the template. As in
-``make_mutants.py`` (whose helpers this reuses), every edit names the exact text it replaces, so
-a template change that breaks a move fails here instead of producing a patch that does nothing.
+Run ``python -m tasks.decode_cpu.make_moves`` after any change to the template. This file is the
+data (moves and sweeps); the engine that turns edits into patches, and its rules (every edit
+names the exact text it replaces), is ``tasks/patchkit.py``.
 
 A move is what a worker on one direction (``projections``, ``moe``, ``head``, ``integration``)
 would plausibly write next. ``kind`` is the author's intent only (the judge decides verdicts):
@@ -27,15 +27,14 @@ which runs with the standard library only.
 
 from __future__ import annotations
 
-import json
 import tempfile
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 
 import yaml
 
-from tasks.decode_cpu.make_mutants import MODEL, SERVE, Edit, _git, apply_edits, fresh_repo
+from tasks.decode_cpu.make_mutants import MODEL, SERVE
+from tasks.patchkit import Edit, Library, Move, Sweep, fresh_repo, git
 
 TASK = Path(__file__).resolve().parent
 MOVES_DIR = TASK / "moves"
@@ -49,62 +48,6 @@ DIRECTIONS = ("projections", "moe", "head", "integration")
 CRITIC_CHECK = ["{python}", "-I", "-B", "harness/check.py", "--repeat", "1"]
 CRITIC_PROBE = {"prompt_lens": [40, 9], "steps": 100}
 KINDS = ("good", "wrong", "rule", "dead")
-
-
-@dataclass(frozen=True)
-class Move:
-    """One entry of the library: its metadata and the edits that make its patch."""
-
-    name: str
-    direction: str
-    kind: str
-    why: str
-    edits: list[Edit]
-    requires: tuple[str, ...] = ()
-    # For wrong and rule moves: the judge reason the author expects (tests and stand-ins only).
-    reason: str | None = None
-    latent: bool = False
-
-    def entry(self) -> dict:
-        """The move's ``moves.yaml`` entry."""
-        entry: dict = {
-            "name": self.name,
-            "direction": self.direction,
-            "kind": self.kind,
-            "requires": list(self.requires),
-            "patch": f"{self.name}.patch",
-        }
-        if self.reason:
-            entry["reason"] = self.reason
-        if self.latent:
-            entry["latent"] = True
-        entry["why"] = self.why
-        return entry
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """A parameter of the engine a worker may vary: replace ``old`` by ``new`` with a value."""
-
-    name: str
-    file: str
-    old: str
-    new: str
-    values: tuple[int, ...]
-    why: str
-    after: tuple[str, ...] = field(default=())
-
-    def entry(self) -> dict:
-        """The sweep's ``moves.yaml`` entry."""
-        return {
-            "name": self.name,
-            "file": self.file,
-            "old": self.old,
-            "new": self.new,
-            "values": list(self.values),
-            "after": list(self.after),
-            "why": self.why,
-        }
 
 
 # -- integration ---------------------------------------------------------------------------
@@ -972,82 +915,32 @@ SWEEPS: list[Sweep] = [KV_CAPACITY_SWEEP, HEAD_CHUNK_SWEEP]
 # -- building ------------------------------------------------------------------------------
 
 
-def by_name() -> dict[str, Move]:
-    """Every move by its name."""
-    return {m.name: m for m in MOVES}
-
-
-def closure(names: Iterable[str], moves: dict[str, Move] | None = None) -> list[str]:
-    """`names` and everything they require, transitively, in library order."""
-    moves = moves or by_name()
-    seen: set[str] = set()
-    stack = list(names)
-    while stack:
-        name = stack.pop()
-        if name not in seen:
-            seen.add(name)
-            stack.extend(moves[name].requires)
-    order = [m.name for m in MOVES]
-    return sorted(seen, key=order.index)
-
-
-def move_patch(move: Move, patches: dict[str, str]) -> str:
-    """The ``git diff`` of `move` on the template with its requirements applied."""
-    with tempfile.TemporaryDirectory() as tmp:
-        repo = fresh_repo(Path(tmp))
-        base = [n for n in closure(move.requires) if n != move.name]
-        for name in base:
-            (Path(tmp) / "p.patch").write_text(patches[name])
-            _git(repo, "apply", str(Path(tmp) / "p.patch"))
-        if base:
-            _git(repo, "add", "-A")
-            _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
-        apply_edits(repo, move.edits)
-        _git(repo, "add", "-A")
-        return _git(repo, "diff", "--cached", "--no-color", "--no-ext-diff")
-
-
-def topological(moves: list[Move]) -> Iterator[Move]:
-    """`moves` in library order, each after its requirements (the library lists them so)."""
-    done: set[str] = set()
-    for move in moves:
-        missing = set(move.requires) - done
-        if missing:
-            raise ValueError(f"{move.name} is listed before its requirements {sorted(missing)}")
-        done.add(move.name)
-        yield move
-
-
-def write_library(out: Path = MOVES_DIR) -> dict:
-    """Generate every patch into `out` and write `out/moves.yaml`; return the yaml data."""
-    out.mkdir(exist_ok=True)
-    patches: dict[str, str] = {}
-    for move in topological(MOVES):
-        if move.direction not in DIRECTIONS or move.kind not in KINDS:
-            raise ValueError(f"{move.name}: bad direction or kind")
-        patches[move.name] = move_patch(move, patches)
-        (out / f"{move.name}.patch").write_text(patches[move.name])
-    keep = {f"{m.name}.patch" for m in MOVES}
-    for stale in out.glob("*.patch"):
-        if stale.name not in keep:
-            stale.unlink()
-    data = {
-        "moves": [m.entry() for m in MOVES],
-        "sweeps": [s.entry() for s in SWEEPS],
-        "check": CRITIC_CHECK,
-        "probe": CRITIC_PROBE,
-    }
-    header = (
+LIBRARY = Library(
+    TASK,
+    MOVES,
+    SWEEPS,
+    CRITIC_CHECK,
+    header=(
         "# The scripted agents' move library (generated by "
         "`python -m tasks.decode_cpu.make_moves`; do not edit by hand).\n"
         "# Each patch is a `git diff` against template/ with the moves in `requires` applied.\n"
         "# `kind` is the author's intent (good | wrong | rule | dead); the judge decides "
         "verdicts.\n"
-    )
-    (out / "moves.yaml").write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
-    # The same data for the scripted agent, which reads it with the standard library only.
-    (out / "moves.json").write_text(json.dumps(data, indent=1) + "\n")
-    return data
+    ),
+    probe=CRITIC_PROBE,
+    directions=DIRECTIONS,
+    kinds=KINDS,
+)
+
+
+def closure(names: Iterable[str]) -> list[str]:
+    """`names` and everything they require, transitively, in library order."""
+    return LIBRARY.closure(names)
+
+
+def write_library(out: Path = MOVES_DIR) -> dict:
+    """Generate every patch into `out` and write `out/moves.yaml`; return the yaml data."""
+    return LIBRARY.write_moves(out)
 
 
 def check_library(out: Path = MOVES_DIR) -> None:
@@ -1055,10 +948,10 @@ def check_library(out: Path = MOVES_DIR) -> None:
     data = yaml.safe_load((out / "moves.yaml").read_text())
     for entry in data["moves"]:
         with tempfile.TemporaryDirectory() as tmp:
-            repo = fresh_repo(Path(tmp))
+            repo = fresh_repo(Path(tmp), LIBRARY.template)
             for name in closure(entry["requires"]):
-                _git(repo, "apply", str(out / f"{name}.patch"))
-            _git(repo, "apply", "--check", str(out / entry["patch"]))
+                git(repo, "apply", str(out / f"{name}.patch"))
+            git(repo, "apply", "--check", str(out / entry["patch"]))
 
 
 def main() -> None:

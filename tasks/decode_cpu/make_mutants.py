@@ -1,8 +1,8 @@
 """Regenerate ``mutants/*.patch``: scripted edits of the template, each saved as a ``git diff``.
 
-Run ``python -m tasks.decode_cpu.make_mutants`` after any change to the template. Every edit
-names the exact text it replaces, so a template change that breaks a mutant fails loudly here
-instead of producing a patch that tests nothing. (``reference/solution.patch`` is kept by hand.)
+Run ``python -m tasks.decode_cpu.make_mutants`` after any change to the template. This file is
+the data (the mutants' edits); the engine that turns edits into patches, and its rules, is
+``tasks/patchkit.py``. (``reference/solution.patch`` is kept by hand.)
 """
 
 from __future__ import annotations
@@ -10,27 +10,21 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import marshal
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from tasks.patchkit import ON_REFERENCE, Edit, apply_edits, check_applies, diff, fresh_repo
 
 TASK = Path(__file__).resolve().parent
 TEMPLATE = TASK / "template"
 MODEL = "engine/model.py"
 SERVE = "harness/serve.py"
 
-# (path, old, new): replace `old` (which must occur exactly once) by `new`; old=None creates
-# (`new` as bytes: a binary file, e.g. bytecode).
-Edit = tuple[str, str | None, str | bytes]
-
 _DECODE_LOOP = """        for _ in range(steps):
             for row, seq in enumerate(self.seqs):"""
 _DECODE_RETURN = "        return tokens, (gaps if margins else None)\n"
 _IMPORT_NP = "import numpy as np\n"
-# An edit whose path is this applies reference/solution.patch first: a mutant of a fast engine.
-ON_REFERENCE = "<reference>"
 _PREFILL_ROW_END = """                self._forward(seq, token, logits=i == len(prompt) - 1)
             self.seqs.append(seq)
 """
@@ -851,60 +845,12 @@ MUTANTS["b1_slow_1pct"] = _b1_slow(0.01, "1%")
 MUTANTS["b1_slow_2x"] = _b1_slow(1.0, "100%")
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "core.quotepath=off", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
-def fresh_repo(where: Path) -> Path:
-    """A git repository holding a clean copy of the template, committed."""
-    repo = where / "repo"
-    shutil.copytree(TEMPLATE, repo, ignore=shutil.ignore_patterns("__pycache__"))
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "template")
-    return repo
-
-
-def apply_edits(repo: Path, edits: list[Edit]) -> None:
-    """Make `edits` in `repo`'s work tree (each `old` must occur exactly once)."""
-    for path, old, new in edits:
-        if path == ON_REFERENCE:
-            _git(repo, "apply", str(TASK / "reference" / "solution.patch"))
-            continue
-        file = repo / path
-        if isinstance(new, bytes):
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_bytes(new)
-            continue
-        if old is None:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_text(new)
-            continue
-        text = file.read_text()
-        if text.count(old) != 1:
-            raise ValueError(f"{path}: expected exactly one {old[:60]!r}")
-        file.write_text(text.replace(old, new))
-
-
-def make_patch(edits: list[Edit]) -> str:
+def make_patch(edits: list[Edit], label: str = "mutant") -> str:
     """Apply `edits` to a fresh copy of the template and return the ``git diff``."""
     with tempfile.TemporaryDirectory() as tmp:
-        repo = fresh_repo(Path(tmp))
-        apply_edits(repo, edits)
-        _git(repo, "add", "-A")
-        return _git(repo, "diff", "--cached", "--binary", "--no-color", "--no-ext-diff")
-
-
-def check_applies(patch: Path) -> None:
-    """``git apply --check`` the patch on a fresh copy of the template."""
-    with tempfile.TemporaryDirectory() as tmp:
-        _git(fresh_repo(Path(tmp)), "apply", "--check", str(patch))
+        repo = fresh_repo(Path(tmp), TEMPLATE)
+        apply_edits(repo, edits, label, TASK)
+        return diff(repo)
 
 
 def main() -> None:
@@ -913,10 +859,10 @@ def main() -> None:
     out.mkdir(exist_ok=True)
     for name, edits in MUTANTS.items():
         patch = out / f"{name}.patch"
-        patch.write_text(make_patch(edits))
-        check_applies(patch)
+        patch.write_text(make_patch(edits, name))
+        check_applies(TEMPLATE, patch)
         print(f"wrote {patch.relative_to(TASK)}")
-    check_applies(TASK / "reference" / "solution.patch")
+    check_applies(TEMPLATE, TASK / "reference" / "solution.patch")
     print("reference/solution.patch applies")
 
 

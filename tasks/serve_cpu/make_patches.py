@@ -3,11 +3,10 @@
 library: ``moves.yaml``, ``moves.json`` and one patch per move), ``mutants/`` and
 ``template/harness/public_expected.json``.
 
-Run ``python tasks/serve_cpu/make_patches.py`` from the project (git, numpy and PyYAML; nothing
-of swarmlab) after any change to the template. Every edit names the exact text it replaces and
-that text must occur exactly once, so a template change that breaks an edit fails here instead
-of producing a patch that does nothing. Patches are ``git diff``s against ``template/``: a
-move's with the moves it ``requires`` applied first (in library order), a mutant's whole.
+Run ``python tasks/serve_cpu/make_patches.py`` from the project (numpy for the expected tokens)
+after any change to the template. This file is the data (moves, sweeps, mutants); the engine
+that turns edits into patches, and its rules, is ``tasks/patchkit.py``. A mutant's ``moves``
+are library moves applied first (their closure), then its edits.
 
 The reference solution is the template with every ``good`` move applied, in library order.
 Move ``kind`` is the author's intent (good | wrong | rule | dead); the judge decides verdicts.
@@ -16,78 +15,21 @@ Move ``kind`` is the author's intent (good | wrong | rule | dead); the judge dec
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
-import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+# Run as a file (``python tasks/<task>/make_patches.py``): the project holding it comes first on
+# the path, so its own patch kit is the one used (a copy elsewhere needs it on PYTHONPATH).
+_PROJECT = Path(__file__).resolve().parents[2]
+if not __package__ and (_PROJECT / "tasks" / "patchkit.py").is_file():
+    sys.path.insert(0, str(_PROJECT))
+
+from tasks.patchkit import Edit, Library, Move, Mutant, Sweep  # noqa: E402
 
 TASK = Path(__file__).resolve().parent
 TEMPLATE = TASK / "template"
 MODEL = "engine/model.py"
 SCHED = "engine/scheduler.py"
-Edit = tuple[str, str, str]  # (file, old text, new text); old must occur exactly once
-
-
-@dataclass(frozen=True)
-class Move:
-    """One entry of the library: its metadata and the edits that make its patch."""
-
-    name: str
-    direction: str
-    kind: str
-    why: str
-    edits: list[Edit]
-    requires: tuple[str, ...] = ()
-    reason: str | None = None
-
-    def entry(self) -> dict:
-        entry: dict = {
-            "name": self.name,
-            "direction": self.direction,
-            "kind": self.kind,
-            "requires": list(self.requires),
-            "patch": f"{self.name}.patch",
-        }
-        if self.reason:
-            entry["reason"] = self.reason
-        entry["why"] = self.why
-        return entry
-
-
-@dataclass(frozen=True)
-class Mutant:
-    """A task-specific mutant: edits on the template (or on the reference: ``on_reference``)."""
-
-    name: str
-    edits: list[Edit]
-    on_reference: bool = False
-    moves: tuple[str, ...] = ()  # library moves applied first (their closure), then `edits`
-
-
-@dataclass(frozen=True)
-class Sweep:
-    name: str
-    file: str
-    old: str
-    new: str
-    values: tuple[int, ...]
-    why: str
-    after: tuple[str, ...] = field(default=())
-
-    def entry(self) -> dict:
-        return {
-            "name": self.name,
-            "file": self.file,
-            "old": self.old,
-            "new": self.new,
-            "values": list(self.values),
-            "after": list(self.after),
-            "why": self.why,
-        }
 
 
 # -- model_rows (kernels): one token for every row of a batch, each product over all rows -------
@@ -760,65 +702,17 @@ MUTANTS: list[Mutant] = [
 ]
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
-
-
-def fresh_repo(dest: Path) -> Path:
-    """A git repository holding the template, one commit."""
-    repo = dest / "repo"
-    shutil.copytree(TEMPLATE, repo, ignore=shutil.ignore_patterns("__pycache__"))
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "template")
-    return repo
-
-
-def apply_edits(repo: Path, edits: list[Edit], label: str) -> None:
-    """Apply `edits`; an empty old text creates the file (it must not exist)."""
-    for path, old, new in edits:
-        target = repo / path
-        if old == "":
-            if target.exists():
-                raise SystemExit(f"{label}: {path} exists already")
-            target.write_text(new)
-            continue
-        text = target.read_text()
-        count = text.count(old)
-        if count != 1:
-            raise SystemExit(
-                f"{label}: the text to replace occurs {count} times in {path}:\n{old[:200]}"
-            )
-        target.write_text(text.replace(old, new))
-
-
-def _diff(repo: Path) -> str:
-    _git(repo, "add", "-A")
-    return _git(repo, "diff", "--cached", "--binary")
-
-
-def closure(names: tuple[str, ...], by_name: dict[str, Move]) -> list[str]:
-    """`names` and every move they build on, in library order."""
-    need: set[str] = set()
-    todo = list(names)
-    while todo:
-        name = todo.pop()
-        if name not in need:
-            need.add(name)
-            todo.extend(by_name[name].requires)
-    return [m.name for m in MOVES if m.name in need]
-
-
-def _state(tmp: Path, names: list[str], by_name: dict[str, Move]) -> Path:
-    repo = fresh_repo(tmp)
-    for name in names:
-        apply_edits(repo, by_name[name].edits, name)
-    if names:
-        _git(repo, "add", "-A")
-        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
-    return repo
+LIBRARY = Library(
+    TASK,
+    MOVES,
+    SWEEPS,
+    CHECK,
+    header=(
+        "# The scripted agents' move library (generated by `python tasks/serve_cpu/make_patches.py`;\n"
+        "# do not edit by hand). Each patch is a `git diff` against template/ with the moves in\n"
+        "# `requires` applied. `kind` is the author's intent (good | wrong | rule | dead).\n"
+    ),
+)
 
 
 def write_public_expected() -> None:
@@ -844,42 +738,12 @@ def write_public_expected() -> None:
 
 
 def main() -> int:
-    by_name = {m.name: m for m in MOVES}
-    goods = [m.name for m in MOVES if m.kind == "good"]
-    moves_dir, mutants_dir = TASK / "moves", TASK / "mutants"
-    for folder in (moves_dir, mutants_dir, TASK / "reference"):
-        folder.mkdir(exist_ok=True)
-    for old in [*moves_dir.glob("*.patch"), *mutants_dir.glob("*.patch")]:
-        old.unlink()
+    """Write the expected tokens, the moves, the reference solution and the mutants."""
     write_public_expected()
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, move in enumerate(MOVES):
-            repo = _state(Path(tmp) / f"m{i}", closure(move.requires, by_name), by_name)
-            apply_edits(repo, move.edits, move.name)
-            (moves_dir / f"{move.name}.patch").write_text(_diff(repo))
-        repo = _state(Path(tmp) / "ref", [], by_name)
-        for name in goods:
-            apply_edits(repo, by_name[name].edits, name)
-        (TASK / "reference" / "solution.patch").write_text(_diff(repo))
-        for i, mutant in enumerate(MUTANTS):
-            repo = fresh_repo(Path(tmp) / f"x{i}")
-            base = goods if mutant.on_reference else closure(mutant.moves, by_name)
-            for name in base:
-                apply_edits(repo, by_name[name].edits, name)
-            apply_edits(repo, mutant.edits, mutant.name)
-            (mutants_dir / f"{mutant.name}.patch").write_text(_diff(repo))
-    data = {
-        "moves": [m.entry() for m in MOVES],
-        "sweeps": [s.entry() for s in SWEEPS],
-        "check": CHECK,
-    }
-    header = (
-        "# The scripted agents' move library (generated by `python tasks/serve_cpu/make_patches.py`;\n"
-        "# do not edit by hand). Each patch is a `git diff` against template/ with the moves in\n"
-        "# `requires` applied. `kind` is the author's intent (good | wrong | rule | dead).\n"
-    )
-    (moves_dir / "moves.yaml").write_text(header + yaml.safe_dump(data, sort_keys=False, width=100))
-    (moves_dir / "moves.json").write_text(json.dumps(data, indent=1) + "\n")
+    LIBRARY.write_moves()
+    LIBRARY.write_reference()
+    LIBRARY.write_mutants(MUTANTS, prune=True)
+    goods = LIBRARY.goods()
     print(f"{len(MOVES)} moves, {len(SWEEPS)} sweeps, {len(MUTANTS)} mutants, reference = {goods}")
     return 0
 

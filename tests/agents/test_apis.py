@@ -97,7 +97,7 @@ def vendor():
 
 
 def test_a_vendor_api_registered_from_a_test_is_served_by_the_proxy(vendor, monkeypatch):
-    monkeypatch.setattr(registry, "_APIS", dict(registry._APIS))
+    monkeypatch.setattr(registry.APIS, "entries", dict(registry.APIS.entries))
 
     @vendor_api("deepthought")
     class DeepThought(VendorApi):

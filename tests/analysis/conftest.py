@@ -400,7 +400,7 @@ def make_run(root: Path) -> FixtureRun:
     (root / ".hydra").mkdir()
     (root / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     (root / "summary.csv").write_text(
-        "arm,agent_kind,evaluations,pass,metric,unit,best_score,x_baseline\n"
+        "arm,agent_kind,evaluations,pass,metric,unit,best_score,best_x_baseline\n"
         "swarm,scripted (no model),6,3,tok_s,tok/s,160.0,1.6327\n"
         "solo,scripted (no model),3,3,tok_s,tok/s,140.0,1.3725\n"
     )

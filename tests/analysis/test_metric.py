@@ -26,10 +26,10 @@ def _agents_passes(tables) -> pd.DataFrame:
 def _summary_agrees(run, arms: pd.DataFrame) -> None:
     """The runner's summary.csv and the arms table pick the same best, in the same metric."""
     for row in summarize(EventLog(run.path / "events.sqlite"), run.path):
-        arm = arms.loc[row.arm]
-        assert (row.metric, row.unit) == (arm["metric"], arm["unit"])
-        assert row.best_score == pytest.approx(arm["best_score"])
-        assert row.x_baseline == pytest.approx(arm["best_x_baseline"])
+        arm = arms.loc[row["arm"]]
+        assert (row["metric"], row["unit"]) == (arm["metric"], arm["unit"])
+        assert row["best_score"] == pytest.approx(arm["best_score"])
+        assert row["best_x_baseline"] == pytest.approx(arm["best_x_baseline"])
 
 
 def test_the_report_names_the_tasks_metric(run_factory) -> None:

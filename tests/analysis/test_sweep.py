@@ -7,7 +7,7 @@ import json
 import sys
 import time
 import types
-from dataclasses import fields
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -15,20 +15,20 @@ import yaml
 
 from analysis import sweep
 from runner.events import EventLog
-from runner.summary import ArmSummary, write_summary
+from runner.summary import COLUMNS, write_summary
 
 
-def _summary(arm: str, x: float | None) -> ArmSummary:
-    """A summary row as the runner writes it; fields the runner adds later stay empty."""
-    values = dict(
-        arm=arm, agent_kind="scripted (no model)", isolation="docker",
-        agents=5 if arm == "swarm" else 1, evaluations=4, pass_=1 if x else 0, wrong=2,
-        reject=1, error=0, not_evaluated=0, metric="tok_s", unit="tok/s",
-        best_score=None if x is None else 100 * x,
-        x_baseline=x, time_to_best_s=None if x is None else 30.0, relays=0,
-        judge_busy_pct=50.0, mean_queue_wait_s=1.0, restarts=0,
-    )  # fmt: skip
-    return ArmSummary(**{f.name: values.get(f.name) for f in fields(ArmSummary)})
+def _summary(arm: str, x: float | None) -> dict[str, Any]:
+    """A summary row as the runner writes it; columns the runner adds later stay empty."""
+    values = {
+        "arm": arm, "agent_kind": "scripted (no model)", "isolation": "docker",
+        "seats": 5 if arm == "swarm" else 1, "evaluations": 4, "pass": 1 if x else 0, "wrong": 2,
+        "reject": 1, "error": 0, "not_evaluated": 0, "metric": "tok_s", "unit": "tok/s",
+        "best_score": None if x is None else 100 * x,
+        "best_x_baseline": x, "time_to_best_s": None if x is None else 30.0, "relays": 0,
+        "judge_utilisation": 0.5, "mean_queue_wait_s": 1.0, "restarts": 0,
+    }  # fmt: skip
+    return {c: values.get(c) for c in COLUMNS}
 
 
 def make_job(
@@ -92,10 +92,10 @@ def test_aggregate_one_row_per_job_and_arm_failed_job_kept(sweep_dir):
     assert list(frame.columns[:6]) == sweep.LEAD
     by = {(r["seed"], r["arm"]): r for r in written.to_dict("records")}
     assert by[(1, "swarm")]["status"] == "ok"
-    assert by[(1, "swarm")]["x_baseline"] == 1.6
+    assert by[(1, "swarm")]["best_x_baseline"] == 1.6
     assert by[(1, "solo")]["evaluations"] == 4
     assert by[(1, "swarm")]["job_dir"] == "seed=1"
-    assert pd.isna(by[(2, "solo")]["x_baseline"])  # an ok job whose arm got no PASS
+    assert pd.isna(by[(2, "solo")]["best_x_baseline"])  # an ok job whose arm got no PASS
     for arm in ("swarm", "solo"):
         failed = by[(3, arm)]
         assert failed["status"] == "failed"
@@ -229,6 +229,26 @@ def test_re_judged_best_and_the_judges_noise_feed_the_comparison(tmp_path, monke
     # Seed 1 was re-judged (1.5, not the lucky 1.9); seed 2 was not, so its raw best stands.
     assert seen["a"] == [1.5, 1.7] and seen["b"] == [1.05, 1.05]
     assert seen["noise_sigma"] == pytest.approx(0.10)
+
+
+def test_an_older_jobs_summary_csv_reads_under_todays_names(tmp_path):
+    # summary.csv before it became the per-arm row: agents, x_baseline, judge_busy_pct (percent).
+    d = tmp_path / "multirun" / "t"
+    make_job(d, "seed=1", 1, xs={"swarm": 1.6, "solo": 1.2})
+    old = make_job(d, "seed=2", 2, xs={"swarm": 1.4, "solo": 1.3})
+    summary = pd.read_csv(old / "summary.csv").rename(
+        columns={"seats": "agents", "best_x_baseline": "x_baseline",
+                 "judge_utilisation": "judge_busy_pct"}
+    )  # fmt: skip
+    summary["judge_busy_pct"] = 50.0
+    summary.to_csv(old / "summary.csv", index=False)
+    frame, stats = sweep.aggregate_with_stats(d)
+    assert not {"agents", "x_baseline", "judge_busy_pct"} & set(frame.columns)
+    row = frame[(frame["seed"] == 2) & (frame["arm"] == "swarm")].iloc[0]
+    assert (row["best_x_baseline"], row["seats"], row["judge_utilisation"]) == (1.4, 5, 0.5)
+    arms = stats[stats["row"] == "arm"].set_index("arm")
+    assert arms.loc["swarm", "min_x_baseline"] == pytest.approx(1.4)
+    assert arms.loc["swarm", "n"] == 2
 
 
 def test_an_arm_the_judge_never_scored_is_left_out_not_counted_as_1x(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from judge.kinds import Metric, get_kind, kind_names, run_metric, task_kind
-from judge.kinds.registry import _KINDS
+from judge.kinds.registry import KINDS
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def dummy_kind():
             return ["WRONG (mismatch)"]
 
     yield DummyKind
-    del _KINDS["dummy_latency"]
+    KINDS.unregister("dummy_latency")
 
 
 def test_a_kind_registered_from_a_test_is_found_by_name(dummy_kind) -> None:

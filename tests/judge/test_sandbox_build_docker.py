@@ -88,7 +88,7 @@ def test_assets_are_mounted_read_only(tmp_path):
 
 
 def test_device_goes_to_evaluation_containers(tmp_path, monkeypatch):
-    monkeypatch.setattr("judge.sandbox.docker_client", lambda: None)
+    monkeypatch.setattr("judge.sandbox.docker.docker_client", lambda: None)
     gpu = Sandbox(SandboxConfig(), "cuda:1", owner="test", tag=f"gpu-{SESSION}")
     [request] = gpu.container_options("candidate", tmp_path)["device_requests"]
     assert request["DeviceIDs"] == ["1"] and request["Capabilities"] == [["gpu"]]

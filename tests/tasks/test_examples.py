@@ -50,7 +50,7 @@ def test_vllm_example_asks_docker_for_gpu_0_the_vendor_image_and_the_weights_rea
     tmp_path, monkeypatch
 ):
     cfg, model = _compose(tmp_path)
-    monkeypatch.setattr("judge.sandbox.docker_client", lambda: None)
+    monkeypatch.setattr("judge.sandbox.docker.docker_client", lambda: None)
     runtime = TaskRuntime(image=cfg.task.image, assets=asset_paths(cfg.task, task_root(cfg.task)))
     sandbox = Sandbox(cfg.judge.sandbox, cfg.judge.device, owner="t", tag="t", runtime=runtime)
     tree = tmp_path / "tree"
@@ -78,7 +78,7 @@ def test_vllm_example_asks_docker_for_gpu_0_the_vendor_image_and_the_weights_rea
 
 def test_without_a_device_no_gpu_is_requested(tmp_path, monkeypatch):
     cfg, _ = _compose(tmp_path, extra=["judge.sandbox.mount_host_python=false"])
-    monkeypatch.setattr("judge.sandbox.docker_client", lambda: None)
+    monkeypatch.setattr("judge.sandbox.docker.docker_client", lambda: None)
     sandbox = Sandbox(cfg.judge.sandbox, cfg.judge.device, owner="t", tag="t")
     assert sandbox.container_options("candidate", tmp_path)["device_requests"] is None
 

@@ -192,9 +192,10 @@ def test_library_is_up_to_date(tmp_path) -> None:
 @pytest.mark.parametrize("name", [m["name"] for m in _library()["moves"]])
 def test_every_move_applies_on_its_requirements(tmp_path, name) -> None:
     """With ``git apply --3way``, as the agents apply them, in a repository of the template."""
-    from tasks.decode_cpu.make_mutants import _git, fresh_repo
+    from tasks.patchkit import fresh_repo
+    from tasks.patchkit import git as _git
 
-    repo = fresh_repo(tmp_path)
+    repo = fresh_repo(tmp_path, TEMPLATE)
     moves = _moves()
     for need in closure(moves[name]["requires"]):
         _git(repo, "apply", "--3way", str(MOVES / moves[need]["patch"]))

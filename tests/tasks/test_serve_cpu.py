@@ -14,6 +14,7 @@ import dataclasses
 import http.client
 import importlib.util
 import json
+import os
 import runpy
 import shutil
 import subprocess
@@ -352,7 +353,11 @@ def test_generated_files_are_up_to_date(tmp_path: Path) -> None:
     """make_patches.py, run on a copy of the folder, writes exactly the committed files."""
     copy = tmp_path / "serve_cpu"
     shutil.copytree(TASK, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, str(copy / "make_patches.py")], check=True, capture_output=True)
+    # The copy is outside the project: the project's patch kit comes from PYTHONPATH.
+    env = {**os.environ, "PYTHONPATH": str(TASK.parents[1])}
+    subprocess.run(
+        [sys.executable, str(copy / "make_patches.py")], check=True, capture_output=True, env=env
+    )
     generated = [
         *sorted((TASK / "moves").iterdir()),
         *sorted((TASK / "mutants").iterdir()),

@@ -52,6 +52,7 @@ from judge.sandbox import (
     Sandbox,
     SandboxContainer,
     answered_retry,
+    open_sandbox,
 )
 from judge.verdict import Evaluation, Outcome, Verdict
 
@@ -116,7 +117,7 @@ class WarmBaseline:
             self.close()
         if self.box is None:
             task, judge = self.cfg.task, self.cfg.judge
-            sandbox = Sandbox(
+            sandbox = open_sandbox(
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,
@@ -641,7 +642,7 @@ class _Run(Run):
         task, judge = self.task, self.judge
         tree = checked_tree(self)
         with self.stage("sandbox"):
-            self.sandbox = Sandbox(
+            self.sandbox = open_sandbox(
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,
@@ -711,7 +712,7 @@ class _Run(Run):
         task, judge = self.task, self.judge
         tree = checked_tree(self)
         with self.stage("sandbox"):
-            self.sandbox = Sandbox(
+            self.sandbox = open_sandbox(
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,

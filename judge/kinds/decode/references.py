@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from isolation.taskenv import task_runtime
 from judge.private import InputSet, Progress, build_baseline
-from judge.sandbox import Sandbox
+from judge.sandbox import open_sandbox
 from tasks.schema import task_root
 
 
@@ -21,7 +21,7 @@ def baseline_references(
     """Set-up's references: the baseline engine, built as every candidate is, runs each stored
     set (prefill, decode with margins, reset); its tokens, top-2 margins and request times are
     kept by set name (``tokens/<set>``, ``margins/<set>``)."""
-    sandbox = Sandbox(
+    sandbox = open_sandbox(
         cfg.judge.sandbox,
         cfg.judge.device,
         owner="setup",

@@ -66,6 +66,7 @@ from judge.sandbox import (
     Sandbox,
     SandboxContainer,
     answered_retry,
+    open_sandbox,
 )
 from judge.verdict import Evaluation, Outcome, Verdict
 
@@ -750,7 +751,7 @@ class _ServerRun(Run):
         check_correctness_settings(self.server_cfg)
         tree = checked_tree(self)
         with self.stage("sandbox"):
-            self.sandbox = Sandbox(
+            self.sandbox = open_sandbox(
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,
@@ -975,7 +976,7 @@ def baseline_references(
         check_correctness_settings(task.server)
     except InfrastructureFault as exc:
         raise BaselineBuildFailed(f"{exc} — fix task.yaml") from None
-    sandbox = Sandbox(
+    sandbox = open_sandbox(
         judge.sandbox,
         judge.device,
         owner="setup",

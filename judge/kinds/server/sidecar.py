@@ -9,9 +9,10 @@ server's loopback, and there is still no route out), while its file system, proc
 namespaces are its own: the candidate's processes cannot see, signal or trace the load
 generator, nor read its code or replies. The sidecar runs the judge's sandbox image and
 interpreter, read-only, with no capabilities, the judge's CPU, and
-:mod:`judge.kinds.server.load` and h11's package (its HTTP parser) mounted read-only; the
-judge speaks to it over ``docker exec``
-stdin/stdout, one JSON line each way, and its clock is the one that measures.
+:mod:`judge.kinds.server.load` and h11's package (its HTTP parser) mounted read-only
+(:meth:`judge.sandbox.base.Sandbox.sidecar`); the judge speaks to it over its stdin/stdout
+(``docker exec`` in the Docker sandbox), one JSON line each way, and its clock is the one that
+measures.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from isolation import ImageMissing, host_python_mounts, run_container
-from judge.sandbox import InfrastructureFault, Sandbox, SandboxContainer, _Stream
+from judge.sandbox import Container, InfrastructureFault
+from judge.sandbox.base import Sandbox
 
 LOADGEN = Path(__file__).with_name("load.py")
 LOADGEN_DIR = "/opt/swarmlab-loadgen"
@@ -47,25 +48,11 @@ class ServerProcess:
     thread (a server that logs every request would otherwise block on a full pipe) and only
     a tail is kept (the private log's)."""
 
-    def __init__(
-        self, box: SandboxContainer, argv: list[str], env: dict[str, str], label: str
-    ) -> None:
+    def __init__(self, box: Container, argv: list[str], env: dict[str, str], label: str) -> None:
         self.box = box
         self.label = label
-        api = box.client.api
-        self.exec_id = api.exec_create(
-            box.id,
-            argv,
-            stdin=False,
-            stdout=True,
-            stderr=True,
-            workdir=box.workdir,
-            environment={**box.env, **env},
-            user=box.user,
-        )["Id"]
-        raw = api.exec_start(self.exec_id, socket=True)
-        self._raw = raw
-        self._stream = _Stream(getattr(raw, "_sock", raw).dup())
+        self._process = box.attach(argv, stdin=False, env={**box.env, **env})
+        self._stream = self._process.stream
         self._thread = threading.Thread(target=self._drain, daemon=True)
         self._thread.start()
 
@@ -83,9 +70,9 @@ class ServerProcess:
         return out.decode("utf-8", "replace")
 
     def running(self) -> bool:
-        """Whether the serve process is still alive (Docker's view of the exec)."""
+        """Whether the serve process is still alive (the sandbox's view of it)."""
         try:
-            return bool(self.box.client.api.exec_inspect(self.exec_id).get("Running"))
+            return self._process.running()
         except Exception as exc:
             raise InfrastructureFault(f"could not inspect the {self.label} server: {exc}") from exc
 
@@ -93,64 +80,37 @@ class ServerProcess:
         """Drop the judge's end; the process goes with its container. Hung up first: a
         server logging on once the drain stops would otherwise hold up its container's removal
         (measured: 22 s; ``_Stream.hang_up``)."""
-        self._stream.hang_up()
-        with suppress(Exception):
-            self._stream.sock.close()
-        with suppress(Exception):
-            self._raw.close()
+        self._process.close()
 
 
 class LoadGen:
     """The judge's load generator in a sidecar of ``box`` (see the module's docstring)."""
 
-    def __init__(self, sandbox: Sandbox, box: SandboxContainer, role: str) -> None:
-        import docker
-
+    def __init__(self, sandbox: Sandbox, box: Container, role: str) -> None:
         self.role = role
-        options = sandbox.container_options(f"{role}-loadgen", LOADGEN.parent)
         # The interpreter, the load generator's one file and its HTTP parser: no tree, no
-        # assets, nothing else.
-        volumes = host_python_mounts() if sandbox.cfg.mount_host_python else {}
-        volumes[str(LOADGEN)] = {"bind": f"{LOADGEN_DIR}/server_load.py", "mode": "ro"}
-        volumes[str(h11_package())] = {"bind": f"{LOADGEN_DIR}/lib/h11", "mode": "ro"}
-        options.update(
-            volumes=volumes,
-            network_mode=f"container:{box.id}",
-            working_dir=LOADGEN_DIR,
-            device_requests=None,
-            environment={},
+        # assets, nothing else. Removed with the evaluation's other containers.
+        self.box = sandbox.sidecar(
+            f"{role}-loadgen",
+            box,
+            {
+                str(LOADGEN): f"{LOADGEN_DIR}/server_load.py",
+                str(h11_package()): f"{LOADGEN_DIR}/lib/h11",
+            },
+            LOADGEN_DIR,
+            f"{role} load generator",
         )
-        try:
-            # A sidecar left by a killed attempt of the same job (same name) goes first.
-            for old in sandbox.client.containers.list(all=True, filters={"name": options["name"]}):
-                old.remove(force=True)
-            created = run_container(sandbox.client, sandbox.image, ["sleep", "infinity"], **options)
-        except (docker.errors.DockerException, ImageMissing) as exc:
-            raise InfrastructureFault(f"could not start the {role} load generator: {exc}") from exc
-        self.box = SandboxContainer(
-            sandbox.client, created.id, options["name"], LOADGEN_DIR, {}, box.user
+        # No environment of its own (env=None), as the load generator always ran.
+        self._process = self.box.attach(
+            [sandbox.python, "-I", "-B", f"{LOADGEN_DIR}/server_load.py"], stdin=True, env=None
         )
-        # Removed with the evaluation's other containers.
-        sandbox.containers.append(self.box)
-        api = sandbox.client.api
-        self.exec_id = api.exec_create(
-            created.id,
-            [sandbox.python, "-I", "-B", f"{LOADGEN_DIR}/server_load.py"],
-            stdin=True,
-            stdout=True,
-            stderr=True,
-            workdir=LOADGEN_DIR,
-            user=box.user,
-        )["Id"]
-        raw = api.exec_start(self.exec_id, socket=True)
-        self._raw = raw
-        self._stream = _Stream(getattr(raw, "_sock", raw).dup())
+        self._stream = self._process.stream
 
     def call(self, command: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one command and return its reply. The load generator is the judge's own code:
         any failure to answer is the judge's fault (InfrastructureFault)."""
         try:
-            self._stream.sock.sendall((json.dumps(command) + "\n").encode())
+            self._stream.send((json.dumps(command) + "\n").encode())
             line = self._stream.read_line(time.perf_counter() + timeout, limit=MAX_REPLY)
             reply = json.loads(line)
         except (OSError, TimeoutError, EOFError, ValueError) as exc:
@@ -171,8 +131,4 @@ class LoadGen:
         return fault
 
     def close(self) -> None:
-        self._stream.hang_up()
-        with suppress(Exception):
-            self._stream.sock.close()
-        with suppress(Exception):
-            self._raw.close()
+        self._process.close()

@@ -1,0 +1,84 @@
+"""The ``kernel`` kind: one function of the candidate's tree (numpy, or C behind ctypes/cffi)
+called on inputs drawn per evaluation, its results checked against the baseline's on the same
+inputs, scored by its median call time against the baseline's (docs/kinds-kernel.md).
+
+Everything of the kind is in this package: its node (``config``), the judge's harness run in
+the sandbox (``harness``), the evaluator (``evaluator``) and the generated mutants
+(``mutants``, ``wrap``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from judge.kinds.base import Evaluator, Metric
+from judge.kinds.registry import task_kind
+from tasks.schema import PromptTaskConfig
+
+if TYPE_CHECKING:
+    from judge.mutant import Mutant
+    from judge.private import InputSet, JudgeHome
+
+
+@task_kind("kernel")
+class KernelKind:
+    """A function timed call by call by the judge's harness, in the sandbox."""
+
+    name = "kernel"
+    # Set-up (judge.private) still draws prompt sets for every task, so a kernel task holds the
+    # prompt tasks' fields (one tiny set each) until set-up asks its kind what to store.
+    task_node = PromptTaskConfig
+
+    def metric(self, task: DictConfig) -> Metric:
+        """The median time of one call (ms), lower is better; written as ``call_ms`` and
+        ``score`` (``baseline_call_ms`` and ``baseline_score``)."""
+        from judge.kinds.kernel.config import KernelTaskError, kernel_config
+
+        try:
+            function = kernel_config(task).function.partition(":")[2]
+        except (KernelTaskError, KeyError, AttributeError):  # an old record's bare task
+            function = "kernel"
+        return Metric(
+            name="call_ms", unit="ms", label=f"median {function} call ms", higher_is_better=False
+        )
+
+    def evaluator(self, cfg: DictConfig, home: JudgeHome) -> Evaluator:
+        from judge.kinds.kernel.evaluator import KernelEvaluator
+
+        return KernelEvaluator(cfg, home, self)
+
+    def generated_mutants(self, cfg: DictConfig) -> list[Mutant]:
+        from judge.kinds.kernel.mutants import generated
+
+        return generated(cfg)
+
+    def required_reasons(self, task: DictConfig) -> list[str]:
+        """The verdicts a preflight catalogue must hold once each (one per check)."""
+        from judge.kinds.kernel.mutants import required_reasons
+
+        return required_reasons(task)
+
+    def baseline_references(
+        self, cfg: DictConfig, baseline: Path, sets: list[InputSet], progress: Any
+    ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
+        """Set-up's stored references: none are used (every evaluation runs the baseline on
+        its own fresh inputs), so each set gets an empty one; the kernel node and the input
+        generator are checked here, once, on the host.
+
+        Raises:
+            KernelTaskError: the node or the generator is unusable.
+        """
+        from judge.kinds.kernel.config import draw_inputs, kernel_config
+
+        kernel_config(cfg.task)
+        draw_inputs(cfg.task, 0)
+        empty = np.zeros((0,), dtype=np.int64)
+        arrays = {}
+        for s in sets:
+            arrays[f"tokens/{s.name}"] = empty
+            arrays[f"margins/{s.name}"] = empty.astype(np.float64)
+        return arrays, {s.name: (0.0, 0.0) for s in sets}
