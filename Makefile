@@ -65,10 +65,14 @@ DEMO_OVERRIDES = budget.evaluations=$(DEMO_EVALUATIONS) budget.minutes=$(DEMO_MI
 demo: setup
 	@dir=results/swarm_vs_solo/demo-$$(date +%Y-%m-%d_%H-%M-%S); set -x; \
 	  $(PY) -m runner experiment=swarm_vs_solo $(DEMO_OVERRIDES) hydra.run.dir=$$dir && \
-	  $(PY) -m analysis.report $$dir
+	  $(PY) -m analysis.report --plan $$dir
 
+# Two phases (scripts/test.sh): the tests that need neither Docker nor SLURM on TEST_WORKERS
+# processes (pytest-xdist, default 2), then the docker and slurm tests one at a time (they time
+# the judge: nothing else runs beside them). Nonzero if any test failed; the last line sums both.
+# TEST_ARGS go to both phases (TEST_ARGS=-x, TEST_ARGS='-k judge').
 test: setup clients slurm
-	$(PY) -m pytest
+	PY=$(PY) bash scripts/test.sh $(TEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -254,9 +254,20 @@ def comparison_pair(arms: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
+def comparison_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
+    """Every comparison to make: :func:`comparison_pair`'s, then with an ``independent`` arm
+    (experiment=swarm_vs_independent_vs_solo) swarm vs independent (the board's effect) and
+    independent vs solo (the effect of more seats), where those arms ran."""
+    pairs = [p for p in [comparison_pair(arms)] if p is not None]
+    for pair in (("swarm", "independent"), ("independent", "solo")):
+        if set(pair) <= set(arms) and pair not in pairs:
+            pairs.append(pair)
+    return pairs
+
+
 def sweep_stats(frame: pd.DataFrame, noise_sigma: float | None = None) -> pd.DataFrame:
     """Per arm the median best ``x_baseline`` and its spread over the ``ok`` jobs; then the
-    comparison of two arms (:func:`comparison_pair`) on the jobs where both have a value."""
+    comparisons of two arms (:func:`comparison_pairs`) on the jobs where both have a value."""
     arms = [a for a in dict.fromkeys(frame["arm"].tolist()) if isinstance(a, str) and a]
     rows: list[dict[str, Any]] = []
     per_arm: dict[str, pd.DataFrame] = {}
@@ -296,10 +307,10 @@ def sweep_stats(frame: pd.DataFrame, noise_sigma: float | None = None) -> pd.Dat
                 **described,
             }
         )
-    pair = comparison_pair(arms)
-    if pair is not None:
+    pairs = comparison_pairs(arms)
+    for pair in pairs:
         rows.append(_compare(per_arm[pair[0]], per_arm[pair[1]], *pair, noise_sigma))
-    elif len(arms) > 2:
+    if not pairs and len(arms) > 2:
         rows.append(
             {
                 "row": "comparison",

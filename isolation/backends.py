@@ -144,8 +144,9 @@ def agent_paths(ws: AgentWorkspace, arm: ArmWorkspace, container: bool) -> dict[
         "notes": ws.notes,
         "outbox": ws.outbox,
         "inbox": ws.inbox,
-        "board": arm.board_dir,
-        "submissions": arm.submissions,
+        # A private arm's seat reads its own board and submissions, a solo arm's alike.
+        "board": arm.board_dir_of(ws.name),
+        "submissions": arm.submissions_of(ws.name),
     }
     paths = CONTAINER_PATHS if container else {k: str(v) for k, v in host.items()}
     return {f"SWARMLAB_{key.upper()}": value for key, value in paths.items()}
@@ -253,8 +254,8 @@ def docker_mounts(spec: AgentSpec) -> dict[str, dict[str, str]]:
         (str(ws.notes), CONTAINER_PATHS["notes"], "rw"),
         (str(ws.outbox), CONTAINER_PATHS["outbox"], "rw"),
         (str(ws.inbox), CONTAINER_PATHS["inbox"], "ro"),
-        (str(arm.board_dir), CONTAINER_PATHS["board"], "ro"),
-        (str(arm.submissions), CONTAINER_PATHS["submissions"], "ro"),
+        (str(arm.board_dir_of(ws.name)), CONTAINER_PATHS["board"], "ro"),
+        (str(arm.submissions_of(ws.name)), CONTAINER_PATHS["submissions"], "ro"),
         # The agent's uid does not own /work/submissions.git, so git refuses to fetch from it
         # unless safe.directory says otherwise. GIT_CONFIG_COUNT in the environment would not
         # do: git drops it for the upload-pack that a fetch from a local path starts. A system
@@ -272,7 +273,7 @@ def docker_mounts(spec: AgentSpec) -> dict[str, dict[str, str]]:
     run_dir = str(spec.run_dir.resolve())
     hidden = [str(Path(p).resolve()) for p in spec.hidden_paths]
     own = {str(ws.repo), str(ws.notes), str(ws.outbox), str(ws.inbox)}
-    own |= {str(arm.board_dir), str(arm.submissions)}
+    own |= {str(arm.board_dir_of(ws.name)), str(arm.submissions_of(ws.name))}
     volumes: dict[str, dict[str, str]] = {}
     targets: set[str] = set()
     for host, target, mode in binds:

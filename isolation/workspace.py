@@ -30,9 +30,14 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 ARM_FILE = "arm.json"
 # The agents' inboxes, beside ``agents/`` (never inside a seat's folder).
 INBOXES = "inboxes"
+# Whether an arm's seats share one board and submission repository, or each has its own.
+VISIBILITIES = ("shared", "private")
+# A private arm's per-seat origin, board and submissions, one folder per seat.
+PRIVATE = "private"
 
 __all__ = [
     "ROLES",
+    "VISIBILITIES",
     "AgentWorkspace",
     "ArmWorkspace",
     "Seat",
@@ -89,10 +94,40 @@ class ArmWorkspace:
     submissions: Path
     board_dir: Path
     agents: dict[str, AgentWorkspace] = field(default_factory=dict)
+    # "shared": one board and submission repo for every seat; "private": one per seat.
+    visibility: str = "shared"
 
     @property
     def board_file(self) -> Path:
         return self.board_dir / "board.jsonl"
+
+    @property
+    def private(self) -> bool:
+        return self.visibility == "private"
+
+    def private_dir(self, seat: str) -> Path:
+        """``seat``'s own folder in a private arm (its origin, board and submissions)."""
+        return self.root / PRIVATE / seat
+
+    def origin_of(self, seat: str) -> Path:
+        """The bare origin ``seat``'s clone was made from."""
+        return self.private_dir(seat) / "origin.git" if self.private else self.origin
+
+    def board_dir_of(self, seat: str) -> Path:
+        """The board folder ``seat`` reads (mounted at /work/board)."""
+        return self.private_dir(seat) / "board" if self.private else self.board_dir
+
+    def submissions_of(self, seat: str) -> Path:
+        """The submission repo ``seat`` fetches relays from (mounted at /work/submissions.git):
+        its own in a private arm, the arm's otherwise."""
+        return self.private_dir(seat) / "submissions.git" if self.private else self.submissions
+
+    def boards(self) -> dict[str | None, Path]:
+        """Every board file of the arm, by whose posts it shows: ``None`` (every seat's, the
+        shared board) or one seat's name (its own board in a private arm)."""
+        if not self.private:
+            return {None: self.board_file}
+        return {name: self.board_dir_of(name) / "board.jsonl" for name in self.agents}
 
 
 def _check_name(kind: str, name: str) -> None:
@@ -103,7 +138,7 @@ def _check_name(kind: str, name: str) -> None:
         )
 
 
-def _layout(run_dir: Path, arm: str, seats: list[Seat]) -> ArmWorkspace:
+def _layout(run_dir: Path, arm: str, seats: list[Seat], visibility: str = "shared") -> ArmWorkspace:
     root = Path(run_dir).resolve() / "arms" / arm
     ws = ArmWorkspace(
         name=arm,
@@ -111,6 +146,7 @@ def _layout(run_dir: Path, arm: str, seats: list[Seat]) -> ArmWorkspace:
         origin=root / "origin.git",
         submissions=root / "submissions.git",
         board_dir=root / "board",
+        visibility=visibility,
     )
     for seat in seats:
         home = root / "agents" / seat.name
@@ -166,6 +202,7 @@ def prepare_arm(
     uid: int | None = None,
     gid: int | None = None,
     quota: QuotaPlan | None = None,
+    visibility: str = "shared",
 ) -> ArmWorkspace:
     """Create ``<run_dir>/arms/<arm>/`` as in ``docs/agent-workspace.md``.
 
@@ -185,14 +222,19 @@ def prepare_arm(
         quota: a disk quota per seat (``isolation/quota.py``): when it can be enforced, each
             seat's folder is its own filesystem of that size, until
             :func:`release_quotas` puts the files back in plain folders.
+        visibility: ``shared`` (one board and submission repo for the arm) or ``private``
+            (each seat its own origin, board and submission repo, as a solo arm's).
 
     Returns:
         The arm's workspace. A small ``arm.json`` is written for :func:`load_arm`.
 
     Raises:
-        ValueError: a bad or duplicate name, an unknown role, or the arm folder exists.
+        ValueError: a bad or duplicate name, an unknown role or visibility, or the arm folder
+            exists.
     """
     _check_name("arm", arm)
+    if visibility not in VISIBILITIES:
+        raise ValueError(f"arm {arm}: visibility {visibility!r} is not one of {VISIBILITIES}")
     names = [s.name for s in seats]
     if not seats:
         raise ValueError(f"arm {arm}: no seats")
@@ -202,9 +244,12 @@ def prepare_arm(
             raise ValueError(f"agent {seat.name}: role {seat.role!r} is not one of {list(ROLES)}")
     if len(set(names)) != len(names):
         raise ValueError(f"arm {arm}: duplicate agent names in {names}")
+    if visibility == "private" and any(not ROLES[s.role] for s in seats):
+        # A critic reviews others' submissions; a private seat sees only its own.
+        raise ValueError(f"arm {arm}: a critic has nothing to review in a private arm")
     if (uid is None) != (gid is None):
         raise ValueError("give both uid and gid, or neither")
-    ws = _layout(run_dir, arm, seats)
+    ws = _layout(run_dir, arm, seats, visibility)
     if ws.root.exists():
         raise ValueError(f"arm folder {ws.root} already exists: an arm is prepared only once")
     _mkdir(ws.root.parent)
@@ -239,8 +284,18 @@ def _populate(
     _bare(ws.origin)
     fetch_commit(source_repo, commit, ws.origin, "refs/heads/master")
     _bare(ws.submissions)
-    _mkdir(ws.board_dir)
-    _write(ws.board_file, "")
+    if ws.private:
+        _mkdir(ws.root / PRIVATE)
+        for name in ws.agents:
+            # What a solo arm has, per seat: an origin of its own (copied from the arm's, so
+            # it holds master and nothing else), a board and a submission repo.
+            _mkdir(ws.private_dir(name))
+            _bare(ws.origin_of(name))
+            fetch_commit(ws.origin, commit, ws.origin_of(name), "refs/heads/master")
+            _bare(ws.submissions_of(name))
+    for board in ws.boards().values():
+        _mkdir(board.parent)
+        _write(board, "")
 
     _mkdir(ws.root / "agents")
     _mkdir(ws.root / INBOXES)
@@ -251,7 +306,8 @@ def _populate(
             seat_quota.attach()  # the seat's own filesystem: everything below goes inside
         # --no-local: objects travel through a pack, never hard links. A hard-linked object
         # file chowned to one agent would be writable by it in every other clone too.
-        git("clone", "-q", "--no-local", "--branch", "master", str(ws.origin), str(agent.repo))
+        origin = ws.origin_of(agent.name)
+        git("clone", "-q", "--no-local", "--branch", "master", str(origin), str(agent.repo))
         git("config", "user.name", agent.name, cwd=agent.repo)
         git("config", "user.email", f"{agent.name}@{arm}.swarmlab.invalid", cwd=agent.repo)
         for folder in (agent.notes, agent.outbox):
@@ -271,6 +327,7 @@ def _populate(
                 "uid": uid,
                 "gid": gid,
                 "seats": [asdict(s) for s in seats],
+                "visibility": ws.visibility,
             },
             indent=1,
         )
@@ -301,7 +358,8 @@ def load_arm(run_dir: Path, arm: str) -> ArmWorkspace:
     if not path.is_file():
         raise FileNotFoundError(f"no arm {arm!r} in {run_dir} (missing {path})")
     record = json.loads(path.read_text())
-    ws = _layout(Path(run_dir), arm, [Seat(**s) for s in record["seats"]])
+    seats = [Seat(**s) for s in record["seats"]]
+    ws = _layout(Path(run_dir), arm, seats, record.get("visibility", "shared"))
     if os.geteuid() == 0:
         # A run killed with SIGKILL keeps its seats' images; after a reboot they are unmounted.
         for seat_quota in seat_quotas(a.root for a in ws.agents.values()):

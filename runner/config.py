@@ -30,12 +30,15 @@ class ArmConfig:
     """A team setting. ``start``: ``master`` (the task template) or ``champion`` (the best
     PASS of ``from_run``, for a round-two continuation). ``task_directions``: its workers
     without a direction of their own take the task's ``directions``, in order
-    (``arms/directions.py``)."""
+    (``arms/directions.py``). ``visibility``: ``shared`` (the seats share one board and
+    submission repository) or ``private`` (each seat has its own, as if it were a solo arm;
+    the arm is still one arm for budgets, the judge's fair queue and the report)."""
 
     name: str
     seats: list[SeatConfig] = field(default_factory=list)
     start: str = "master"
     task_directions: bool = False
+    visibility: str = "shared"
 
 
 @dataclass
@@ -168,6 +171,9 @@ class RunnerConfig:
     progress_every_s: float = 10.0
     # Serve the live view (python -m analysis.view) beside the run; its address printed first.
     view: bool = False
+    # plan=DIR: finished runs or a sweep (a pilot) to plan this run from; the planner's
+    # recommendation (analysis.plan.launch, a simulation) is printed before anything starts.
+    plan: str | None = None
 
 
 #: The budgets that can be per arm or per seat, and matched between arms.
@@ -223,7 +229,7 @@ def _slurm_gres(device: str) -> str | None:
 
 
 # Paths given as they are: a folder's name may hold characters Hydra's lexer refuses (~ ^ ...).
-VERBATIM_KEYS = ("from_run",)
+VERBATIM_KEYS = ("from_run", "plan")
 
 
 def quote_verbatim(overrides: list[str]) -> list[str]:

@@ -227,8 +227,12 @@ class Run:
             directions = seat_directions(cfg.task, arm)
             seats = [Seat(s.name, s.role, d) for s, d in zip(arm.seats, directions, strict=True)]
             uid = 1000 if os.geteuid() == 0 else None
+            # A private arm's seats each get a board and submission repo of their own.
+            visibility = str(arm.get("visibility") or "shared")
             arms.append(
-                prepare_arm(self.run_dir, arm.name, source, commit, seats, uid, uid, quota=quota)
+                prepare_arm(
+                    self.run_dir, arm.name, source, commit, seats, uid, uid, quota, visibility
+                )
             )
         self.events.set_meta(disk_quota=quota.meta())
         started = time.time()
@@ -246,6 +250,7 @@ class Run:
             seats={
                 a.name: [[s.name, s.role, s.direction] for s in a.agents.values()] for a in arms
             },
+            visibility={a.name: a.visibility for a in arms},
             started_at=started,
             deadline=deadline,
             budget_minutes=cfg.budget.minutes,
@@ -531,8 +536,33 @@ class Run:
         return 0 if reason in NORMAL_ENDS else 130
 
 
+def print_plan(cfg: DictConfig) -> int:
+    """``plan=DIR``: print the planner's recommendation for this run (a simulation from the
+    finished runs in DIR) before anything starts; 2 when DIR holds no finished run."""
+    from analysis.plan.launch import recommend  # only a run that asks for a plan needs it
+
+    workers = {
+        name: sum(1 for seat in arm.seats if seat.role != "critic")
+        for name, arm in (cfg.get("arms") or {}).items()
+    }
+    try:
+        text = recommend(
+            [Path(str(cfg.plan))],
+            minutes=float(cfg.budget.minutes),
+            policy=str(cfg.judge.queue_policy),
+            workers=workers,
+        )
+    except ValueError as exc:
+        say(f"runner: plan={cfg.plan}: {exc}")
+        return 2
+    say(text)
+    return 0
+
+
 def start_experiment(cfg: DictConfig, run_dir: Path) -> int:
     """Run a composed experiment in ``run_dir``; returns the exit status."""
+    if cfg.get("plan") and (status := print_plan(cfg)):
+        return status
     try:
         run = Run(cfg, run_dir)  # the event log exists from here: the view can read it
         from analysis.view.cli import beside  # the view's own process reads the run

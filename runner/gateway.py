@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from isolation.gitutil import SHA_RE, UntrustedRepoError, fetch_untrusted, git
+from isolation.gitutil import SHA_RE, UntrustedRepoError, fetch_commit, fetch_untrusted, git
 from isolation.workspace import AgentWorkspace, ArmWorkspace
 from judge import Evaluation, JudgeQueue, enqueued_jobs
 from runner.events import EventLog
@@ -236,6 +236,12 @@ def _prune_replies(folder: Path, keep: int) -> int:
     return min(len(found), keep)
 
 
+def _shown(rows: list[dict[str, Any]], author: str | None) -> list[dict[str, Any]]:
+    """The messages a board shows: every one (``author`` None, a shared board), or only
+    ``author``'s (a seat's own board in a private arm)."""
+    return rows if author is None else [r for r in rows if r["author"] == author]
+
+
 def fair_key(run_id: str, arm: str) -> str:
     """The key a run's arm takes turns under in the judge's fair queue (see JudgeQueue)."""
     return f"{run_id}/{arm}" if run_id else arm
@@ -324,13 +330,8 @@ class Gateway:
     def _repair(self) -> None:
         """Write again the board and verdicts files that could not be written before."""
         for name in sorted(self._stale_boards):
-            try:
-                mirror_jsonl(
-                    self.arms[name].board_file, [board_line(r) for r in self.events.messages(name)]
-                )
-            except OSError:
-                continue
-            self._stale_boards.discard(name)
+            if self._mirror_boards(self.arms[name]):
+                self._stale_boards.discard(name)
         for arm_name, agent_name in sorted(self._stale_verdicts):
             arm = self.arms[arm_name]
             if self._mirror_verdicts(arm, arm.agents[agent_name]):
@@ -343,7 +344,7 @@ class Gateway:
             "evaluations", "WHERE arm = ? AND agent = ?", (arm.name, agent.name)
         )
         lines = [
-            verdict_line(r["submission_id"], r, self._earlier(arm.name, r.get("duplicate_of")))
+            verdict_line(r["submission_id"], r, self._earlier(arm, agent, r.get("duplicate_of")))
             for r in rows
         ]
         try:
@@ -368,7 +369,7 @@ class Gateway:
                 # The runner's own jobs (the champion re-measured) have no agent to tell.
                 agent = arm.agents.get(row["agent"])
                 if agent is not None and (arm.name, agent.name) not in self._stale_verdicts:
-                    earlier = self._earlier(arm.name, evaluation.duplicate_of)
+                    earlier = self._earlier(arm, agent, evaluation.duplicate_of)
                     line = verdict_line(row["id"], evaluation, earlier)
                     try:
                         _append(agent.verdicts_file, [line])
@@ -382,11 +383,14 @@ class Gateway:
                 delivered += 1
         return delivered
 
-    def _earlier(self, arm: str, job_id: int | None) -> int | None:
-        """The arm's submission judged as job ``job_id`` (what a duplicate reuses), if any."""
+    def _earlier(self, arm: ArmWorkspace, agent: AgentWorkspace, job_id: int | None) -> int | None:
+        """The arm's submission judged as job ``job_id`` (what a duplicate reuses), if any;
+        in a private arm only the seat's own (another seat's submissions are not its to know)."""
         if job_id is None:
             return None
-        rows = self.events.table("submissions", "WHERE job_id = ? AND arm = ?", (job_id, arm))
+        rows = self.events.table("submissions", "WHERE job_id = ? AND arm = ?", (job_id, arm.name))
+        if arm.private:
+            rows = [r for r in rows if r["agent"] == agent.name]
         return rows[0]["id"] if rows else None
 
     # -- requests ------------------------------------------------------------------------
@@ -655,8 +659,12 @@ class Gateway:
 
     def _publish(self, arm: ArmWorkspace, agent: str, submission: int, commit: str) -> None:
         """``refs/submissions/<agent>/<n>``, which other agents fetch for relays."""
-        git("update-ref", f"refs/submissions/{agent}/{submission}", commit, cwd=arm.submissions)
+        ref = f"refs/submissions/{agent}/{submission}"
+        git("update-ref", ref, commit, cwd=arm.submissions)
         git("update-ref", "-d", f"refs/incoming/{agent}", cwd=arm.submissions)
+        if arm.private and agent in arm.agents:
+            # The seat's own submission repo, the only one it can fetch from, gets its own.
+            fetch_commit(arm.submissions, commit, arm.submissions_of(agent), ref)
 
     def _enqueue(self, arm: ArmWorkspace, agent: str, submission: int, commit: str) -> int:
         job = self.queue.enqueue(
@@ -697,28 +705,38 @@ class Gateway:
         return {"ok": True, "message": message}
 
     def _sync_board(self, arm: ArmWorkspace) -> None:
-        """Append the arm's new messages to its board file (one that cannot be written is
-        rewritten from the log at a later poll: the message is recorded all the same)."""
+        """Append the arm's new messages to its board file, or in a private arm each seat's
+        to its own (one that cannot be written is rewritten from the log at a later poll: the
+        message is recorded all the same)."""
         if arm.name in self._stale_boards:
             return
         rows = self.events.messages(arm.name, since=self._board_last.get(arm.name, 0))
         if rows:
             self._board_last[arm.name] = rows[-1]["id"]
             try:
-                _append(arm.board_file, [board_line(r) for r in rows])
+                for author, board in arm.boards().items():
+                    _append(board, [board_line(r) for r in _shown(rows, author)])
             except OSError:
                 self._stale_boards.add(arm.name)
+
+    def _mirror_boards(self, arm: ArmWorkspace) -> bool:
+        """Every board file of the arm made to hold exactly the log's; False (and left to
+        :meth:`_repair`) when one could not be written."""
+        rows = self.events.messages(arm.name)
+        self._board_last[arm.name] = rows[-1]["id"] if rows else 0
+        try:
+            for author, board in arm.boards().items():
+                mirror_jsonl(board, [board_line(r) for r in _shown(rows, author)])
+        except OSError:
+            self._stale_boards.add(arm.name)
+            return False
+        return True
 
     # -- resume --------------------------------------------------------------------------
 
     def _resume(self) -> None:
         for arm in self.arms.values():
-            lines = [board_line(r) for r in self.events.messages(arm.name)]
-            self._board_last[arm.name] = lines[-1]["id"] if lines else 0
-            try:
-                mirror_jsonl(arm.board_file, lines)
-            except OSError:
-                self._stale_boards.add(arm.name)
+            self._mirror_boards(arm)
             for agent in arm.agents.values():
                 self._mirror_verdicts(arm, agent)
         unqueued = [s for s in self.events.unqueued_submissions() if s["arm"] in self.arms]

@@ -274,8 +274,9 @@ def _close_the_host(
 
 
 def is_solo(arm: ArmWorkspace) -> bool:
-    """A worker with no teammates is told it is alone."""
-    return len(arm.agents) == 1
+    """A worker with no teammates is told it is alone, as is each seat of a private arm (it
+    sees no teammate's board posts or submissions: its board is its own log)."""
+    return len(arm.agents) == 1 or arm.private
 
 
 def seat_prompt(

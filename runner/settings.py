@@ -94,6 +94,7 @@ def judge_value_problems(judge: Any) -> list[str]:
 
 def _arm_problems(cfg: DictConfig) -> list[str]:
     from arms.prompts import ROLES
+    from isolation.workspace import VISIBILITIES
 
     if not cfg.arms:
         return ["no arm selected: arm=swarm, arm=solo or experiment=swarm_vs_solo"]
@@ -113,11 +114,29 @@ def _arm_problems(cfg: DictConfig) -> list[str]:
                 problems.append(
                     f"{where}.seats.{seat.name}.role={seat.role!r}: use one of {', '.join(ROLES)}"
                 )
+        visibility = arm.get("visibility") or "shared"
+        if visibility not in VISIBILITIES:
+            problems.append(
+                f"{where}.visibility={visibility!r}: use one of {', '.join(VISIBILITIES)}"
+            )
+        critics = [s.name for s in arm.seats if s.role == "critic"]
+        if visibility == "private" and critics:
+            problems.append(
+                f"{where}.seats.{critics[0]}: a critic has nothing to review in a private arm"
+                " (each seat sees only its own submissions): drop it or use visibility=shared"
+            )
     if any(a.start == "champion" for a in cfg.arms.values()):
         if not cfg.from_run:
             problems.append("a continuation needs from_run=DIR (a finished run's directory)")
         elif not (Path(cfg.from_run).expanduser() / "events.sqlite").is_file():
             problems.append(f"from_run={cfg.from_run} is not a run directory (no events.sqlite)")
+    plan = cfg.get("plan")
+    if plan:
+        from analysis.tables import is_run_dir, is_sweep_dir
+
+        where = Path(str(plan)).expanduser()
+        if not (is_run_dir(where) or is_sweep_dir(where)):
+            problems.append(f"plan={plan} is neither a finished run nor a sweep to plan from")
     return problems
 
 
@@ -295,6 +314,49 @@ def ensure_images(cfg: DictConfig) -> None:
         client.close()
 
 
+# Where a run's images come from: the judge's sandbox, the agents' image and isolation, the task.
+IMAGE_KEYS = ("judge", "agent", "isolation", "task")
+
+
+def sweep_jobs(config: DictConfig) -> list[list[str]]:
+    """The overrides of each job of the sweep ``config`` starts, as Hydra's basic sweeper
+    splits them (the joblib and SLURM launchers run its jobs)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    overrides = list(OmegaConf.select(config, "hydra.overrides.task") or [])
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def ensure_sweep_images(config: DictConfig) -> None:
+    """:func:`ensure_images` for every job of a sweep over the judge's, the agents',
+    the isolation's or the task's settings, before the sweep folder exists: the engine is
+    asked once, and each distinct set of images (a job's judge sandbox, agent image when in
+    containers, and task) is made or refused once, as a single run's would be."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    loader = GlobalHydra.instance().config_loader()
+    seen: set[str] = set()
+    for job in sweep_jobs(config):
+        try:
+            cfg = loader.load_sweep_config(config, job)
+        except Exception:
+            # A job that does not compose is refused by Hydra in that job, with its values.
+            continue
+        docker = str(OmegaConf.select(cfg, "isolation.backend")) == "docker"
+        key = repr(
+            (
+                str(cfg.judge.sandbox.image),
+                str(cfg.agent.image) if docker else None,
+                OmegaConf.to_container(cfg.task),
+            )
+        )
+        if key not in seen:
+            seen.add(key)
+            ensure_images(cfg)
+
+
 class CheckSettings(Callback):
     """Hydra callback: refuse bad settings, and a run folder already in use, before Hydra
     creates or writes anything. A sweep's shared settings are checked before its folder exists;
@@ -311,15 +373,18 @@ class CheckSettings(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         swept = swept_keys(list(OmegaConf.select(config, "hydra.overrides.task") or []))
-        if any(_is_group(key) for key in swept):
-            return  # another group per job: each job checks its own composition
-        # Here the config holds none of the swept values: a problem naming a swept key is
-        # the job's to find, with its own value (a continuation swept over from_run=A,B).
-        problems = [p for p in settings_problems(config) if not any(k in p for k in swept)]
-        if problems:
-            refuse(problems)
-        if not any(k.split(".")[0] in ("judge", "agent", "isolation", "task") for k in swept):
-            ensure_images(config)  # else each job makes or names its own images
+        # With a config group swept over (another group per job), each job checks its own
+        # settings.
+        if not any(_is_group(key) for key in swept):
+            # Here the config holds none of the swept values: a problem naming a swept key is
+            # the job's to find, with its own value (a continuation swept over from_run=A,B).
+            problems = [p for p in settings_problems(config) if not any(k in p for k in swept)]
+            if problems:
+                refuse(problems)
+        if any(_is_group(k) or k.lstrip("+~").split(".")[0] in IMAGE_KEYS for k in swept):
+            ensure_sweep_images(config)  # each job's images may differ: each composition's
+        else:
+            ensure_images(config)
 
 
 def swept_keys(overrides: list[str]) -> set[str]:

@@ -4,6 +4,7 @@ start times, token records, prompts and seat counts, and a runner restarted mid-
 
 from __future__ import annotations
 
+from analysis.report.independent import private_arms
 from analysis.report.markdown import num
 from analysis.tables import RunInfo, Tables
 
@@ -14,7 +15,12 @@ def arm_settings(tables: Tables, run: RunInfo) -> list[str]:
     arms_cfg = run.config.get("arms") or {}
     if len(run.arms) < 2:
         return out
-    for key in sorted({k for a in run.arms for k in (arms_cfg.get(a) or {})} - {"name", "seats"}):
+    # A private arm's visibility is its design, as the seats are: the audit lists it
+    # (analysis/report/independent.py).
+    by_design = {"name", "seats", "visibility"}
+    if private_arms(run):  # the audit lists each arm's directions: how they were chosen aside
+        by_design.add("task_directions")
+    for key in sorted({k for a in run.arms for k in (arms_cfg.get(a) or {})} - by_design):
         values = {a: (arms_cfg.get(a) or {}).get(key) for a in run.arms}
         if len({repr(v) for v in values.values()}) > 1:
             shown = ", ".join(f"{a}: `{v}`" for a, v in values.items())

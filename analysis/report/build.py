@@ -62,12 +62,14 @@ def judge_settings_problems(tables: Tables) -> list[str]:
     return problems
 
 
-def build_report(path: Path, out_dir: Path | None = None) -> Report:
+def build_report(path: Path, out_dir: Path | None = None, *, plan: bool = False) -> Report:
     """Rebuild tables, figures and ``report.md`` for a run or sweep directory.
 
     Args:
         path: A run directory or a sweep (Hydra multirun) directory.
         out_dir: Where to write (default ``path/analysis``).
+        plan: Also run the planner (``analysis.plan``, a simulation: one draw per row of its
+            team table) into ``plan/`` and end the report with its section and figure.
 
     Returns:
         What was written.
@@ -91,12 +93,27 @@ def build_report(path: Path, out_dir: Path | None = None) -> Report:
         text = run_report(tables, figures, led, report)
     else:
         text = sweep_report(tables, figures, led, report, path)
+    if plan:
+        text = text.rstrip("\n") + "\n\n" + plan_section(path, out / "plan")
     # The live view's page as one file beside the report, linked from its top.
     from analysis.view.cli import export
 
     export(path, out / VIEW_FILE, tables=tables)
     report.write_text(link_view(text))
     return Report(path=report, tables=tables, figures=figures, ledger=led)
+
+
+def plan_section(path: Path, out: Path) -> str:
+    """The planner's section for the report (its files and ``plan.png`` written to ``out``,
+    ``plan/`` beside ``report.md``); one draw per row keeps it to seconds."""
+    from analysis.plan import make_plan, render, write_plan
+
+    try:
+        made = make_plan([path], replications=1, draws=100)
+    except ValueError as exc:  # nothing judged: the report is still made, saying why
+        return f"## Planner (simulation)\n\nNo plan: {exc}.\n"
+    write_plan(made, out)
+    return render(made, figure=f"{out.name}/plan.png")
 
 
 #: The exported view (``python -m analysis.view DIR --export``) next to ``report.md``.
@@ -122,6 +139,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("dir", type=Path, help="a run directory or a sweep (multirun) directory")
     parser.add_argument("--out", type=Path, help="write here instead of DIR/analysis")
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="end the report with the planner's section and figure (analysis.plan, a simulation)",
+    )
     args = parser.parse_args(argv)
     if not (is_run_dir(args.dir) or is_sweep_dir(args.dir)):
         print(
@@ -131,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     try:
-        report = build_report(args.dir, args.out)
+        report = build_report(args.dir, args.out, plan=args.plan)
     except (sqlite3.DatabaseError, FileNotFoundError, PermissionError) as exc:
         print(f"analysis.report: {args.dir}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from analysis.report.independent import private_arms
 from analysis.report.markdown import num, short, table, unit_suffix
 from analysis.tables import RunInfo, Tables
 
@@ -10,10 +11,16 @@ def relays_section(tables: Tables, run: RunInfo) -> list[str]:
     """``## Relay graph``: one row per relay edge and the count per arm."""
     edges = tables.relays
     unit = unit_suffix(run.metric)
+    private = [
+        f"Relays are impossible in {a} (a private arm): each of its seats sees only its own "
+        "board and submissions, so none can build on another seat's PASS."
+        for a in private_arms(run)
+    ]
     if not len(edges):
         return [
             "No relays: no PASS built on another agent's PASS (read from each arm's "
-            "submissions.git)."
+            "submissions.git).",
+            *private,
         ]
     out = [
         "A relay is a PASS whose nearest PASS ancestor is another agent's (its first "
@@ -37,5 +44,6 @@ def relays_section(tables: Tables, run: RunInfo) -> list[str]:
     out += [
         "",
         "Relays per arm: " + ", ".join(f"{a} {int(counts.get(a, 0))}" for a in run.arms) + ".",
+        *private,
     ]
     return out

@@ -11,6 +11,7 @@ from analysis.report.arms import arms_table, facts_table
 from analysis.report.budgets import budget_section, run_budgets
 from analysis.report.endpoint import endpoint_section
 from analysis.report.findings import not_solid
+from analysis.report.independent import audit_section, comparison_section
 from analysis.report.ledger import ledger_section
 from analysis.report.measured import formulas_section
 from analysis.report.relays import relays_section
@@ -43,6 +44,9 @@ def run_report(tables: Tables, figures: list[FigureResult], led: pd.DataFrame, o
         "",
         *arms_table(tables.arms, False, run.metric),
         "",
+        # A run with a private arm: the board's effect, more seats' effect, and the audit.
+        *titled("## Three arms", comparison_section(tables, run)),
+        *titled("## What differs between the arms", audit_section(tables, run)),
         *(budget_section(tables, run) if run_budgets(run) else []),
         *endpoint_section(tables, run),
         *server_section(tables, run),
@@ -68,6 +72,11 @@ def run_report(tables: Tables, figures: list[FigureResult], led: pd.DataFrame, o
         *tables_list(),
     ]
     return "\n".join(lines) + "\n"
+
+
+def titled(heading: str, lines: list[str]) -> list[str]:
+    """A section: its heading and ``lines``, or nothing when there are none."""
+    return [heading, "", *lines, ""] if lines else []
 
 
 def figures_list(figures: list[FigureResult], base: Path) -> list[str]:

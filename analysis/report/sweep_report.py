@@ -14,9 +14,10 @@ from analysis.report.arms import arms_table
 from analysis.report.budgets import budgets_text
 from analysis.report.endpoint import endpoint_sweep
 from analysis.report.findings import not_solid
+from analysis.report.independent import sweep_comparisons
 from analysis.report.markdown import num, table
 from analysis.report.measures import baseline_noise, subset
-from analysis.report.run_report import figures_list, tables_list
+from analysis.report.run_report import figures_list, tables_list, titled
 from analysis.tables import Tables
 
 
@@ -115,6 +116,10 @@ def sweep_report(
         "",
         *across_seeds(tables, sweep_dir),
         "",
+        *titled(
+            "## Three arms, across seeds (the board's effect, more seats' effect)",
+            sweep_comparisons(tables),
+        ),
         "## Figures",
         "",
         *figures_list(figures, out.parent),

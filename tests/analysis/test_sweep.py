@@ -186,6 +186,25 @@ def test_only_two_other_arms_are_compared(tmp_path):
     assert (comparison["arm_a"], comparison["arm_b"]) == ("a", "b")
 
 
+def test_three_arms_give_the_three_comparisons(tmp_path):
+    # experiment=swarm_vs_independent_vs_solo: swarm vs solo as before, then the board's
+    # effect (swarm vs independent) and more seats' (independent vs solo).
+    d = tmp_path / "sweep"
+    for seed in (1, 2, 3):
+        xs = {"swarm": 1.5 + 0.1 * seed, "independent": 1.3 + 0.1 * seed, "solo": 1.1}
+        make_job(d, f"seed={seed}", seed, xs=xs)
+    _, stats = sweep.aggregate_with_stats(d)
+    rows = stats[stats["row"] == "comparison"].to_dict("records")
+    assert [(r["arm_a"], r["arm_b"]) for r in rows] == [
+        ("swarm", "solo"),
+        ("swarm", "independent"),
+        ("independent", "solo"),
+    ]
+    assert [r["n"] for r in rows] == [3, 3, 3]
+    assert rows[1]["difference"] == pytest.approx(0.2) and rows[1]["outcome"] == "cannot_tell"
+    assert "swarm vs independent on 3 seed(s)" in sweep.format_stats(stats)
+
+
 def test_cli(sweep_dir, tmp_path, capsys):
     assert sweep.main([str(sweep_dir)]) == 0
     out = capsys.readouterr().out

@@ -149,3 +149,62 @@ def test_ensure_image_makes_a_missing_base_image_with_one_line(docker_client, ca
             images.run_container(docker_client, f"{tag}-absent", ["/bin/true"])
     finally:
         docker_client.images.remove(tag, force=True)
+
+
+# A sweep over the settings images come from: the judge's, the agents', the isolation's, the
+# task (issue 30). Before, each job checked its own images, so a sweep made its folder and every
+# job failed on its own; now the sweep asks the engine and each job's images up front.
+SWEEPS = {
+    "isolation": ["isolation.memory=1g,2g"],
+    "judge": ["judge.sandbox.memory=2g,3g"],
+    "task": ["task=decode_cpu,decode_c"],
+    "agent": ["agent=scripted,scripted"],
+}
+
+
+@pytest.mark.parametrize("swept", SWEEPS.values(), ids=SWEEPS.keys())
+def test_a_sweep_over_image_settings_without_an_engine_is_one_line_and_no_folder(swept, tmp_path):
+    sweep = tmp_path / "sweep"
+    out = subprocess.run(
+        [sys.executable, "-m", "runner", "-m", "arm=solo", "seed=1,2", *swept,
+         f"hydra.sweep.dir={sweep}", f"judge.private_dir={tmp_path / 'judge'}"],
+        cwd=REPO, env=_no_engine_env(tmp_path), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    [line] = out.stderr.strip().splitlines()
+    assert "make setup" in line and "docker-engine.sh ensure" in line, line
+    assert sorted(tmp_path.iterdir()) == []  # no sweep folder, no job folder, no judge folder
+
+
+def test_a_sweeps_jobs_are_its_overrides_product():
+    from omegaconf import OmegaConf
+
+    from runner.settings import sweep_jobs
+
+    config = OmegaConf.create(
+        {"hydra": {"overrides": {"task": ["arm=solo", "seed=1,2", "task=decode_cpu,decode_c"]}}}
+    )
+    assert sweep_jobs(config) == [
+        ["arm=solo", "seed=1", "task=decode_cpu"],
+        ["arm=solo", "seed=1", "task=decode_c"],
+        ["arm=solo", "seed=2", "task=decode_cpu"],
+        ["arm=solo", "seed=2", "task=decode_c"],
+    ]
+
+
+@pytest.mark.docker
+def test_a_sweep_over_the_judges_image_refuses_a_missing_one_up_front(tmp_path, docker_client):
+    """One job's judge image is one swarmlab cannot make: the sweep is one line naming it and
+    exit 2 before its folder or any job exists (the other job's image is there)."""
+    missing = f"swarmlab-no-such-image:{uuid.uuid4().hex[:12]}"
+    sweep = tmp_path / "sweep"
+    out = subprocess.run(
+        [sys.executable, "-m", "runner", "-m", "arm=solo", "seed=1",
+         f"judge.sandbox.image={images.base_tag()},{missing}",
+         f"hydra.sweep.dir={sweep}", f"judge.private_dir={tmp_path / 'judge'}"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    [line] = out.stderr.strip().splitlines()
+    assert missing in line and "nothing is pulled" in line, line
+    assert sorted(tmp_path.iterdir()) == []

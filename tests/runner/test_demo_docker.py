@@ -64,9 +64,10 @@ def demo(judge_private_dir, base_image, tmp_path_factory) -> Demo:
         )  # fmt: skip
         analysis = None
         if result.returncode == 0:
-            # The report regenerates from the run directory alone (and exports the view).
+            # The report regenerates from the run directory alone (and exports the view), with
+            # the planner's section as make demo asks for it.
             analysis = subprocess.run(
-                [sys.executable, "-m", "analysis.report", str(run_dir)],
+                [sys.executable, "-m", "analysis.report", "--plan", str(run_dir)],
                 cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
             )  # fmt: skip
         yield Demo(run_dir, result, analysis)
@@ -126,6 +127,9 @@ def test_swarm_vs_solo_demo(demo: Demo):
     text = (run_dir / "analysis" / "report.md").read_text()
     assert "judge capacity = " in text and "judge utilisation = " in text
     assert "No token records" in text  # scripted agents: nothing invented
+    # make demo's report ends with the planner's section (a simulation) and its figure.
+    assert "## Planner (simulation)" in text and "### Validation: self-replay" in text
+    assert (run_dir / "analysis" / "plan" / "plan.png").is_file()
     assert len(list((run_dir / "analysis" / "figures").glob("*.png"))) >= 4
     for table in ("evaluations", "submissions", "messages", "tokens", "lifecycle", "arms"):
         assert (run_dir / "analysis" / "tables" / f"{table}.parquet").is_file()

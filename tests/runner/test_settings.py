@@ -52,6 +52,9 @@ BAD = [
     ("isolation.cpuset=all", "isolation.cpuset='all'"),
     ("budget.max_submissions_per_agent=0", "budget.max_submissions_per_agent=0"),
     ("isolation.disk_quota_mb=10", "isolation.disk_quota_mb=10"),
+    ("arms.swarm.visibility=secret", "arms.swarm.visibility='secret'"),
+    # The swarm's critic in a private arm: nothing of another seat's to review.
+    ("arms.swarm.visibility=private", "arms.swarm.seats.critic: a critic has nothing to review"),
 ]
 
 
@@ -175,3 +178,21 @@ def test_a_swept_bad_value_is_refused_in_its_job_before_any_work(tmp_path):
         run.start()
     assert {p.name.split("-")[0] for p in tmp_path.iterdir()} == {"events.sqlite"}
     assert run.events.meta() == {}
+
+
+def test_a_plan_needs_runs_to_plan_from_and_prints_before_the_run(tmp_path, capsys):
+    """plan=DIR: refused with one line when DIR holds no run; else the planner's recommendation
+    (a simulation from the recorded demo run) is printed before anything starts."""
+    [problem] = settings_problems(_compose("experiment=swarm_vs_solo", f"plan={tmp_path}"))
+    assert "neither a finished run nor a sweep" in problem
+    demo = PROJECT_ROOT / "tests" / "analysis" / "fixtures" / "plan_demo"
+    cfg = _compose("experiment=swarm_vs_solo", f"plan={demo}", "budget.minutes=10")
+    assert settings_problems(cfg) == []
+    from runner.experiment import print_plan
+
+    assert print_plan(cfg) == 0
+    printed = capsys.readouterr().err
+    assert printed.startswith("plan (simulation")
+    assert "judge capacity = 600 s ÷" in printed
+    assert "this run (swarm 4, solo 1 seats, fair)" in printed
+    assert "agents per arm:" in printed and "seeds per arm:" in printed
