@@ -494,7 +494,7 @@ def test_no_reply_of_a_side_ever_makes_a_judge_fault(cfg, tmp_path: Path, side: 
     config = replace(kernel_config(cfg.task), warmup=0, calls=1)
     tree = TASK / "template"
     home = SimpleNamespace(evals=tmp_path)
-    evaluator = KernelEvaluator(cfg, home, get_kind("kernel").metric(cfg.task))  # type: ignore[arg-type]
+    evaluator = KernelEvaluator(cfg, home, get_kind("kernel"))  # type: ignore[arg-type]
     rng = random.Random(f"fuzz-{side}")
     cases = _targeted()
     for _ in range(16):
@@ -533,9 +533,7 @@ def test_the_watchdog_bound_covers_the_plan_and_hangs_up_every_engine(cfg, tmp_p
     assert bound >= 2 * config.load_timeout_s + calls * (BASELINE_CALL_S + 4 * REQUEST_S)
     hung: list[str] = []
     engine = SimpleNamespace(hang_up=lambda: hung.append("engine"))
-    evaluator = KernelEvaluator(
-        cfg, SimpleNamespace(evals=tmp_path), get_kind("kernel").metric(cfg.task)
-    )  # type: ignore[arg-type]
+    evaluator = KernelEvaluator(cfg, SimpleNamespace(evals=tmp_path), get_kind("kernel"))  # type: ignore[arg-type]
     run = _Run(evaluator, SimpleNamespace(id=1, attempts=1))  # type: ignore[arg-type]
     run.sandbox = SimpleNamespace(containers=[SimpleNamespace(processes=[engine, engine])])  # type: ignore[assignment]
     run.overrun()

@@ -35,27 +35,24 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import math
 import re
 import secrets
 import statistics
 import threading
 import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 from omegaconf import DictConfig
 
-from judge.evaluation import checked_tree
-from judge.kinds.base import Metric
+from judge.kinds.base import TaskKind
 from judge.kinds.kernel.config import KernelConfig, KernelTaskError, draw_inputs, kernel_config
 from judge.kinds.kernel.harness import CHUNK, commit, keystream
+from judge.pipeline import Run, checked_tree
 from judge.private import JudgeHome, derive_seed, sandbox_runtime
 from judge.protocol import EngineFailure
 from judge.queue import Job
@@ -64,7 +61,6 @@ from judge.sandbox import (
     InfrastructureFault,
     Sandbox,
     SandboxContainer,
-    fault_reason,
 )
 from judge.verdict import Evaluation, Outcome, Verdict
 
@@ -260,10 +256,11 @@ def compare(out: np.ndarray, ref: np.ndarray, config: KernelConfig) -> str | Non
 class KernelEvaluator:
     """Scores jobs of one kernel task against ``home``'s baseline; one evaluation at a time."""
 
-    def __init__(self, cfg: DictConfig, home: JudgeHome, metric: Metric) -> None:
+    def __init__(self, cfg: DictConfig, home: JudgeHome, kind: TaskKind) -> None:
         self.cfg = cfg
         self.home = home
-        self.metric = metric
+        self.kind = kind  # the kind passes itself: its metric names the score
+        self.metric = kind.metric(cfg.task)
 
     def evaluate(self, job: Job) -> Evaluation:
         return _Run(self, job).execute()
@@ -282,84 +279,30 @@ class _Side:
         self.last_call: dict[str, Any] = {}
 
 
-class _Run:
-    """One evaluation (the attributes :func:`judge.evaluation.checked_tree` reads)."""
+class _Run(Run):
+    """One evaluation of a kernel task on the shared skeleton (:class:`judge.pipeline.Run`)."""
 
     def __init__(self, evaluator: KernelEvaluator, job: Job) -> None:
+        # Every call's inputs come from the skeleton's eval_seed, new to every evaluation: no
+        # input timed here was ever seen by any process before, so a cache of results never
+        # answers.
+        super().__init__(evaluator.kind, evaluator.cfg, evaluator.home, job)
         self.evaluator = evaluator
-        self.cfg = evaluator.cfg
-        self.task = evaluator.cfg.task
-        self.judge = evaluator.cfg.judge
-        self.home = evaluator.home
-        self.job = job
-        self.workdir = self.home.evals / f"{job.id}-{job.attempts}"
-        self.stages: dict[str, float] = {}
-        self.metrics: dict[str, Any] = {}
-        self.log: list[dict[str, Any]] = []
-        self.hidden_sent = False
         self.sandbox: Sandbox | None = None
-        # Every call's inputs come from this seed, new to every evaluation: no input timed here
-        # was ever seen by any process before, so a cache of results never answers.
-        self.eval_seed = secrets.randbits(62)
-        self.log.append({"eval_seed": self.eval_seed})
         self.watchdog: threading.Timer | None = None
         self.overdue = False
 
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.stages[name] = round(self.stages.get(name, 0.0) + time.perf_counter() - start, 4)
-
-    def execute(self) -> Evaluation:
-        evaluation = Evaluation(
-            job_id=self.job.id,
-            arm=self.job.arm,
-            agent=self.job.agent,
-            commit=self.job.commit,
-            verdict=Verdict.PASS,
-            label=self.job.label,
-            attempts=self.job.attempts,
-            enqueued_at=self.job.enqueued_at,
-            started_at=time.time(),
-            metric=self.evaluator.metric.to_dict(),
-        )
-        start = time.perf_counter()
-        try:
-            self.pipeline()
-        except Outcome as outcome:
-            evaluation.verdict, evaluation.reason = outcome.verdict, outcome.reason
-            evaluation.detail = outcome.detail
-        except InfrastructureFault as fault:
-            evaluation.verdict, evaluation.reason = Verdict.ERROR, fault_reason(fault)
-            evaluation.detail = str(fault)
-        except Exception as exc:  # a judge bug (or a broken task) is never charged
-            self.log.append({"judge_exception": traceback.format_exc()})
+    def teardown(self, evaluation: Evaluation) -> None:
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+        if self.overdue:  # whatever failure the hang-up caused, it was the judge's wait
             evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"
-            evaluation.detail = f"judge fault: {type(exc).__name__}"
-            if not self.hidden_sent:  # after that, its message could quote a hidden input
-                evaluation.detail += f": {exc}"
-        finally:
-            if self.watchdog is not None:
-                self.watchdog.cancel()
-            if self.overdue:  # whatever failure the hang-up caused, it was the judge's wait
-                evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"
-                evaluation.detail = "judge fault: the evaluation overran its plan's limits"
-            with self.stage("teardown"):
-                if self.sandbox is not None:
-                    for box in self.sandbox.containers:
-                        for process in box.processes:
-                            self.log.append({"stderr": process.label, "tail": process.stderr_tail})
-                    self.sandbox.close()
-        self.stages["total"] = round(time.perf_counter() - start, 4)
-        evaluation.metrics, evaluation.stages = self.metrics, self.stages
-        evaluation.finished_at = time.time()
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        record = {"evaluation": evaluation.to_dict(), "log": self.log}
-        (self.workdir / "log.json").write_text(json.dumps(record, indent=1, default=str))
-        return evaluation
+            evaluation.detail = "judge fault: the evaluation overran its plan's limits"
+        if self.sandbox is not None:
+            for box in self.sandbox.containers:
+                for process in box.processes:
+                    self.log.append({"stderr": process.label, "tail": process.stderr_tail})
+            self.sandbox.close()
 
     # -- stages --------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ server's loopback, and there is still no route out), while its file system, proc
 namespaces are its own: the candidate's processes cannot see, signal or trace the load
 generator, nor read its code or replies. The sidecar runs the judge's sandbox image and
 interpreter, read-only, with no capabilities, the judge's CPU, and
-:mod:`judge.kinds.server_load` and h11's package (its HTTP parser) mounted read-only
+:mod:`judge.kinds.server.load` and h11's package (its HTTP parser) mounted read-only
 (:meth:`judge.sandbox.base.Sandbox.sidecar`); the judge speaks to it over its stdin/stdout
 (``docker exec`` in the Docker sandbox), one JSON line each way, and its clock is the one that
 measures.
@@ -27,7 +27,7 @@ from typing import Any
 from judge.sandbox import Container, InfrastructureFault
 from judge.sandbox.base import Sandbox
 
-LOADGEN = Path(__file__).with_name("server_load.py")
+LOADGEN = Path(__file__).with_name("load.py")
 LOADGEN_DIR = "/opt/swarmlab-loadgen"
 
 
