@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.figures import make_figures
 from analysis.tables import build_tables, write_tables
-from judge.kinds import get_kind
+from judge.kinds import DEFAULT_KIND, get_kind
 from runner.events import EventLog
 
 T0 = 1_800_000_000.0
@@ -91,7 +91,7 @@ def write_run(run_dir: Path, events: int, seed: int = 0) -> dict[str, int]:
         isolation="docker",
         status="finished",
         ended_at=T0 + run_s,
-        metric=get_kind("decode").metric(OmegaConf.create({"timing": {"batch": 16}})).to_dict(),
+        metric=get_kind(DEFAULT_KIND).metric(OmegaConf.create({"timing": {"batch": 16}})).to_dict(),
         config={
             "task": {"name": "decode_cpu", "spec": {"target_x_baseline": 4.0}},
             "arms": {a: {"name": a, "start": "master"} for a in ARMS},

@@ -6,7 +6,7 @@ Starts a trivial echo SSE server in a child process (stdlib, threads: every requ
 at once with ``--tokens`` chunks of the contract's shape and ``[DONE]``) and measures, in one run:
 
 - the load generator's own overhead per request: its time per request at concurrency 1
-  (``judge.kinds.server_load.stream_request``: HTTP, SSE parsing, bounds, timing) over a bare
+  (``judge.kinds.server.load.stream_request``: HTTP, SSE parsing, bounds, timing) over a bare
   client's (one raw socket, one ``recv`` loop, no parsing) against the same server: the ratio
   is what the judge's client costs beyond the wire;
 - at concurrency 1, 4, 16, 64 (``run``): the request rate reached, and the client's own CPU time
@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from judge.kinds.server_load import run, stream_request
+from judge.kinds.server.load import run, stream_request
 
 GOAL_RPS = 500.0
 

@@ -53,11 +53,11 @@ def new_task(args: list[str]) -> int:
     """``new-task DIR [--kind KIND] [--name NAME]``: the kind's scaffold written into DIR."""
     import argparse
 
-    from judge.kinds import get_kind
+    from judge.kinds import DEFAULT_KIND, get_kind
 
     parser = argparse.ArgumentParser(prog="python -m judge new-task")
     parser.add_argument("dir", type=Path)
-    parser.add_argument("--kind", default="decode")
+    parser.add_argument("--kind", default=DEFAULT_KIND)
     parser.add_argument("--name", default=None)
     opts = parser.parse_args(args)
     try:

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from judge.checkout import BadInput
-from judge.config import JudgeAppConfig, judge_problems, register_configs
+from judge.config import judge_problems, register_configs, typed_app_config
 from tasks.folder import (
     TASK_FILE,
     TaskFolderError,
@@ -115,8 +115,10 @@ def load_judge_config(path: Path) -> DictConfig:
             and not Path(str(task.get("root"))).is_absolute()
         ):
             # Saved before task kinds and task folders: every such task was a decode task.
-            task.kind = "decode"
-        cfg = OmegaConf.merge(OmegaConf.structured(JudgeAppConfig), saved)
+            from judge.kinds import DEFAULT_KIND
+
+            task.kind = DEFAULT_KIND
+        cfg = OmegaConf.merge(typed_app_config(task or {}), saved)
     except OmegaConfBaseException as exc:
         raise BadInput(f"judge config {path}: {' '.join(str(exc).split())}") from None
     _check(cfg)  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
 
 from isolation.images import base_tag
 from tasks.schema import TaskConfig
@@ -110,6 +111,26 @@ class JudgeConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
 
+def task_node(task: Any) -> type[TaskConfig]:
+    """The dataclass ``task`` (a task config's mapping) is validated against: its kind's node
+    (``TaskKind.task_node``), or the fields every kind has for a task of no known kind."""
+    from judge.kinds import kind_of
+
+    try:
+        kind = kind_of(task)
+    except KeyError:  # composing the task says so (judge.compose.task_problems)
+        return TaskConfig
+    return getattr(kind, "task_node", TaskConfig)
+
+
+def typed_app_config(task: Any) -> DictConfig:
+    """An empty :class:`JudgeAppConfig` whose ``task`` node is typed by ``task``'s kind: a
+    saved config (plain YAML) merged into it is checked against the kind's fields."""
+    return OmegaConf.merge(  # type: ignore[return-value]
+        OmegaConf.structured(JudgeAppConfig), {"task": OmegaConf.structured(task_node(task))}
+    )
+
+
 @dataclass
 class JudgeAppConfig:
     """Top-level config of ``python -m judge``."""
@@ -170,10 +191,18 @@ def judge_problems(judge: Any) -> list[str]:
 def register_configs() -> None:
     """Put the schemas, and the bundled task folders as ``task`` options, in Hydra's
     ConfigStore (idempotent)."""
-    from tasks.folder import register_task_folders
+    from judge.kinds import get_kind, kind_names
+    from tasks.folder import KIND_SCHEMA_GROUP, register_task_folders
 
     cs = ConfigStore.instance()
     cs.store(group="schema", name="task", node=TaskConfig)
+    # Each kind's node, before any task folder: a folder is composed under its kind's.
+    for name in kind_names():
+        cs.store(
+            group=KIND_SCHEMA_GROUP,
+            name=name,
+            node=getattr(get_kind(name), "task_node", TaskConfig),
+        )
     register_task_folders()
     cs.store(group="schema", name="judge", node=JudgeConfig)
     cs.store(name="judge_app_schema", node=JudgeAppConfig)

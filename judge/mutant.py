@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from judge.integrity import in_zone
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from judge.private import JudgeHome
     from judge.queue import Job
 
@@ -31,6 +33,25 @@ SERVE_FILE = "mutant-serve.json"
 # geometric 1.90x, the mean 2.6x) it lies as far beyond such a limit as the 2x mutants.
 RANDOM_SLOW_FACTOR = 5.0
 RANDOM_SLOW_SHARE = 0.4
+
+
+# A generated mutant's wrapper folder: a top-level name no import can reach (it has a dot),
+# outside any sane frozen zone.
+WRAP_DIRS = (".swarmlab_mutant", ".swarmlab_mutant_wrap")
+
+
+def wrap_dir(task: DictConfig) -> str:
+    """The first of :data:`WRAP_DIRS` outside ``task``'s frozen zone: where a kind's generated
+    mutant puts the wrapper it is served through.
+
+    Raises:
+        ValueError: the frozen zone covers every one.
+    """
+    frozen = list(task.frozen)
+    for name in WRAP_DIRS:
+        if not in_zone(f"{name}/wrap.py", frozen):
+            return name
+    raise ValueError(f"task {task.name}: its frozen zone covers every wrapper folder {WRAP_DIRS}")
 
 
 def random_slow_margin(b1_max_regression: float) -> float:

@@ -7,7 +7,7 @@ runner passes the run's seed, so a sweep over seeds draws new sets while the arm
 share theirs): their prompts come from the secret and that seed, and the baseline is run over
 them in the sandbox to record reference tokens, top-2 margins and its own request times (for
 timeouts). Timing, B=1 and re-check prompts are not stored at all: every evaluation draws its
-own (see ``judge/evaluation.py`` and docs/judge.md).
+own (see ``judge/kinds/decode/evaluator.py`` and docs/judge.md).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from judge.sandbox import (
     InfrastructureFault,
     Sandbox,
     SandboxContainer,
-    open_sandbox,
     sandbox_python,
 )
 from tasks.schema import PROJECT_ROOT, task_root
@@ -133,6 +132,10 @@ def task_fingerprint(cfg: DictConfig) -> str:
     # Where the folder lies is not what it is: a copied task or a moved project keeps its
     # judge folder. What the input generator draws is: its file joins the hash.
     settings.pop("root", None)
+    # Before kinds owned their task nodes every task config held ``server: null`` (the one
+    # schema held every kind's node): kept in the hash, so no judge folder of before is
+    # orphaned and no set-up re-run (an old run directory's jobs keep their settings hash).
+    settings.setdefault("server", None)
     digest.update(json.dumps(settings, sort_keys=True).encode())
     inputs = task_root(cfg.task) / str(cfg.task.inputs).partition(":")[0]
     if inputs.suffix == ".py" and inputs.is_file():
@@ -169,8 +172,14 @@ def draw_set(task: DictConfig, seed: int, name: str, batch: int, prompt_len, new
             f"({' '.join(str(exc).split())}) for batch={batch}, prompt_len=[{lo}, {hi}],"
             f" vocab={task.vocab}: fix the generator"
         ) from None
-    # A server task's generator may yield text prompts (str), sent as they are (docs/tasks.md).
-    text_ok = str(task.get("kind", "decode")) == "server"
+    # A kind may let the generator yield text prompts (str), sent as they are (the server
+    # kind's ``text_prompts``; docs/tasks.md).
+    from judge.kinds import kind_of
+
+    try:
+        text_ok = bool(getattr(kind_of(task), "text_prompts", False))
+    except KeyError:  # no such kind: composing the task says so (judge.compose.task_problems)
+        text_ok = False
     problem = _shape_problem(prompts, int(batch), lo, hi, int(task.vocab), text_ok)
     if problem:
         raise TaskInputError(
@@ -433,43 +442,16 @@ def build_baseline(
 
 
 def _references_runner(cfg: DictConfig) -> Callable:
-    """How set-up records the baseline's references: a kind that speaks another protocol (the
-    server kind) brings its own ``baseline_references``; the engine protocol's otherwise."""
-    from judge.kinds import get_kind
+    """How set-up records the baseline's references: the task's kind's ``baseline_references``
+    (the decode kind's speaks the engine protocol; the server kind's, HTTP).
 
-    kind = get_kind(str(cfg.task.get("kind") or "decode"))
-    return getattr(kind, "baseline_references", None) or _run_baseline
+    Raises:
+        TaskInputError: the kind records none (it cannot be set up by this folder).
+    """
+    from judge.kinds import kind_of
 
-
-def _run_baseline(
-    cfg: DictConfig, baseline: Path, sets: list[InputSet], progress: Progress
-) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
-    sandbox = open_sandbox(
-        cfg.judge.sandbox,
-        cfg.judge.device,
-        owner="setup",
-        tag=f"setup-{secrets.token_hex(4)}",
-        runtime=task_runtime(cfg.task, task_root(cfg.task)),
-    )
-    arrays: dict[str, np.ndarray] = {}
-    times: dict[str, tuple[float, float]] = {}
-    try:
-        box = sandbox.container("baseline", baseline)
-        if cfg.task.build:  # the baseline is built exactly as every candidate is
-            build_baseline(sandbox, box, list(cfg.task.build), cfg.judge.build_timeout_s)
-        engine = box.engine(sandbox.serve_argv(list(cfg.task.serve)), "reference")
-        engine.request({"op": "load"}, cfg.judge.load_timeout_s)
-        for i, s in enumerate(sets):
-            _, prefill_s = engine.request({"op": "prefill", "prompts": s.prompts}, 600)
-            reply, decode_s = engine.request(
-                {"op": "decode", "steps": s.new_tokens, "margins": True}, 600
-            )
-            engine.request({"op": "reset"}, 60)
-            arrays[f"tokens/{s.name}"] = np.asarray(reply["tokens"], dtype=np.int64)
-            arrays[f"margins/{s.name}"] = np.asarray(reply["margins"], dtype=np.float64)
-            times[s.name] = (prefill_s, decode_s)
-            if i % 8 == 7 or i == len(sets) - 1:
-                progress(f"  references {i + 1}/{len(sets)}")
-    finally:
-        sandbox.close()
-    return arrays, times
+    kind = kind_of(cfg.task)
+    runner = getattr(kind, "baseline_references", None)
+    if runner is None:
+        raise TaskInputError(f"task kind {kind.name!r} has no baseline_references for set-up")
+    return runner

@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from judge.config import JudgeAppConfig
+from judge.config import typed_app_config
 from judge.private import task_fingerprint
 
 # Judge settings that change no verdict, left out of the settings hash: where the private folder
@@ -39,9 +39,7 @@ def settings_hash(cfg: Any) -> str:
     Returns:
         16 hex digits.
     """
-    typed = OmegaConf.merge(
-        OmegaConf.structured(JudgeAppConfig), {"task": cfg.task, "judge": cfg.judge}
-    )
+    typed = OmegaConf.merge(typed_app_config(cfg.task), {"task": cfg.task, "judge": cfg.judge})
     judge: dict[str, Any] = OmegaConf.to_container(typed.judge, resolve=True)  # type: ignore[assignment]
     for name in NON_VERDICT_SETTINGS:
         judge.pop(name, None)

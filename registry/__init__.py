@@ -1,12 +1,14 @@
 """Name-keyed registries that find their bundled entries themselves.
 
-Task kinds (``judge.kinds``), agent CLIs (``agents.clis``), vendor APIs (``agents.apis``) and
-agent backends (``isolation``) are each a :class:`Registry`: a module registers an entry by
-calling the registry's marker (``@task_kind("name")``, ``register_cli(...)``,
-``@vendor_api("name")``, ``@agent_backend("name")``), and the registry finds the modules that do
-so by reading the package's source, without importing it. A bundled entry's module is imported
-the first time its name is asked for, so its heavy imports cost nothing until then; adding an
-entry is adding its module (a flat module or a subpackage alike), with no list to edit.
+Task kinds (``judge.kinds``), agent CLIs (``agents.clis``), vendor APIs (``agents.apis``),
+agent backends (``isolation``) and the judge's sandbox backends (``judge.sandbox``) are each a
+:class:`Registry`: a module registers an entry by calling the registry's marker
+(``@task_kind("name")``, ``register_cli(...)``, ``@vendor_api("name")``,
+``@agent_backend("name")``, ``@sandbox_backend("name")``), and the registry finds the modules
+that do so by reading the package's source, without importing it. A bundled entry's module is
+imported the first time its name is asked for, so its heavy imports cost nothing until then;
+adding an entry is adding its module (a flat module or a subpackage alike), with no list to
+edit.
 Installed distributions may add entries too, through an entry point group
 (``[project.entry-points."swarmlab.task_kinds"] mykind = "mypackage.mykind"``): loading the entry
 point must register the name.

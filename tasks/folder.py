@@ -34,6 +34,9 @@ GROUP = "task"
 # overrides (a launcher's job, a child process): os.pathsep-separated absolute paths.
 ENV_FOLDERS = "SWARMLAB_TASK_FOLDERS"
 _SCHEMA_DEFAULTS = ["/schema/task@_here_", "_self_"]
+# The ConfigStore group holding each task kind's node (``TaskKind.task_node``, stored by
+# ``judge.config.register_configs``): a folder is composed under its kind's.
+KIND_SCHEMA_GROUP = "schema/kind"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Hydra's sweep syntax in a task= value: left to Hydra untouched (only bundled names fit there).
 _SWEEP_FUNCTION = re.compile(r"^\s*(choice|range|glob|interval|tag|shuffle|sort)\s*\(")
@@ -124,10 +127,41 @@ def register_task_folder(folder: Path, name: str | None = None) -> str:
     ConfigStore.instance().store(
         group=GROUP,
         name=option,
-        node={"defaults": list(_SCHEMA_DEFAULTS), **data},
+        node={"defaults": _schema_defaults(data, _FILES[option]), **data},
         provider="swarmlab.tasks",
     )
     return option
+
+
+def _schema_defaults(data: dict[str, Any], file: Path) -> list[str]:
+    """The defaults list a folder's task is composed with: its kind's node (the fields every
+    kind has, where no kind's node is stored yet).
+
+    Raises:
+        TaskFolderError: the file names no kind, or one that has no node.
+    """
+    kinds = _options(KIND_SCHEMA_GROUP)
+    if not kinds:
+        return list(_SCHEMA_DEFAULTS)
+    kind = data.get("kind")
+    if kind is None:
+        raise TaskFolderError(f"{file}: required field(s) missing: kind: add them (docs/tasks.md)")
+    if str(kind) not in kinds:
+        raise TaskFolderError(
+            f"{file}: kind={kind!r} is no task kind: use one of {', '.join(sorted(kinds))}"
+        )
+    return [f"/{KIND_SCHEMA_GROUP}/{kind}@_here_", "_self_"]
+
+
+def _options(group: str) -> list[str]:
+    """The names of the options stored in ConfigStore ``group`` (none for an unknown group)."""
+    from hydra.core.config_store import ConfigStore
+
+    try:
+        listed = ConfigStore.instance().list(group)
+    except OSError:  # ConfigStore.list raises IOError for an unknown group
+        return []
+    return [name.removesuffix(".yaml") for name in listed if name.endswith(".yaml")]
 
 
 # Each registered option's task.yaml, so that Hydra's messages about an option can name the file.

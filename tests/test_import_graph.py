@@ -177,6 +177,86 @@ def test_the_judges_face_names_what_it_exports():
         assert getattr(judge, name) is not None, name
 
 
+# Modules outside ``judge/kinds/<name>/`` allowed to name a kind, and why. ``tests`` and
+# ``bench`` test and measure a kind's parts, so they may import them (as they may reach inside
+# the judge); no product module is listed.
+NAMES_A_KIND_OK: dict[str, str] = {
+    # The engine protocol's ``decode`` op (a request), not the kind: the protocol is read by
+    # judge.sandbox's engine process, outside any kind's package.
+    "judge.protocol": "the engine protocol's op named 'decode'",
+}
+NAMES_A_KIND_OK_PACKAGES = ("tests", "bench")
+
+
+def _kind_names() -> set[str]:
+    """The bundled kinds: each a package ``judge/kinds/<name>/``."""
+    return {p.parent.name for p in (PROJECT_ROOT / "judge" / "kinds").glob("*/__init__.py")}
+
+
+def _names_a_kind(path: Path, kinds: set[str], imports: set[str]) -> list[str]:
+    """Where the module at ``path`` names one of ``kinds``: an import of ``judge.kinds.<kind>``
+    (or inside it), a comparison against the kind's name as a string, or ``get_kind``/
+    ``kind_of`` called with it."""
+    found = sorted(
+        f"imports {m}"
+        for m in imports
+        if m.split(".")[:2] == ["judge", "kinds"] and len(m.split(".")) > 2
+        and m.split(".")[2] in kinds
+    )  # fmt: skip
+    tree = ast.parse(path.read_text(), str(path))
+
+    def literals(node: ast.expr) -> list[str]:
+        items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+        return [i.value for i in items if isinstance(i, ast.Constant) and i.value in kinds]
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            named = [v for side in (node.left, *node.comparators) for v in literals(side)]
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in (
+            "get_kind",
+            "kind_of",
+        ):
+            named = [v for arg in node.args for v in literals(arg)]
+        else:
+            continue
+        found += [f"line {node.lineno}: {ast.unparse(node)[:80]}" for _ in named[:1]]
+    return found
+
+
+def test_the_kind_finder_sees_imports_comparisons_and_lookups(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "def f(task, op):\n    if task.kind == 'decode' or op in ('x', 'server'):\n"
+        "        return get_kind('server')\n    return op == 'decoder'\n"
+    )
+    found = _names_a_kind(module, {"decode", "server"}, {"judge.kinds.decode.mutants"})
+    assert found[0] == "imports judge.kinds.decode.mutants"
+    assert len(found) == 4 and all("decoder" not in f for f in found)
+
+
+def test_no_module_outside_a_kinds_package_names_a_kind():
+    """Issue 25: a task kind is one package; nothing outside ``judge/kinds/<name>/`` imports
+    it or tells kinds apart by name (a kind is reached through the registry and its methods;
+    the default for records saved before kinds is the registry's ``DEFAULT_KIND``)."""
+    modules = _modules()
+    kinds = _kind_names()
+    assert {"decode", "server"} <= kinds
+    offenders = {}
+    for name, path in modules.items():
+        parts = name.split(".")
+        if parts[:2] == ["judge", "kinds"] and len(parts) > 2 and parts[2] in kinds:
+            continue  # inside the kind's own package
+        if parts[0] in NAMES_A_KIND_OK_PACKAGES or name in NAMES_A_KIND_OK:
+            continue
+        found = _names_a_kind(path, kinds, _imports(name, path, modules))
+        if found:
+            offenders[name] = found
+    assert not offenders, f"modules outside a kind's package name a kind: {offenders}"
+    # Each exception still holds what it is excused for (a stale entry is removed).
+    for name in NAMES_A_KIND_OK:
+        assert _names_a_kind(modules[name], kinds, set()), name
+
+
 def test_benchmarks_import_no_test_helper():
     """``bench/`` scripts run from the product alone: nothing of ``tests`` (issue 25)."""
     offenders = {}

@@ -1,13 +1,16 @@
 """What every task kind provides: its metric, its evaluation and its generated mutants.
 
-A kind is one module of ``judge.kinds`` holding a class decorated with
-``@task_kind("name")`` (``judge.kinds.registry``) that has the three methods of
-:class:`TaskKind`. Its evaluator writes, for every PASS, ``metrics["score"]`` (the metric's
-value), ``metrics["baseline_score"]`` (the same evaluation's baseline's) and
-``metrics["x_baseline"]`` (how many times better than the baseline, :meth:`Metric.ratio`:
-score / baseline score, inverted for a lower-is-better metric). Everything after the judge
-(runner summary, re-judging, tables, figures, report) reads only those keys and the
-:class:`Metric` the run recorded, so a new kind needs no change outside its own module.
+A kind is one package of ``judge.kinds`` (``judge/kinds/<name>/``: its config node, evaluator,
+checks, references, generated mutants and scaffold) holding a class decorated with
+``@task_kind("name")`` (``judge.kinds.registry``) that has the methods of :class:`TaskKind`.
+Its evaluator runs each job on the shared skeleton (:class:`judge.pipeline.Run`: stages, the
+judge-fault rule, the redaction, the log), passing the kind itself. It writes, for every PASS,
+``metrics["score"]`` (the metric's value), ``metrics["baseline_score"]`` (the same evaluation's
+baseline's) and ``metrics["x_baseline"]`` (how many times better than the baseline,
+:meth:`Metric.ratio`: score / baseline score, inverted for a lower-is-better metric).
+Everything after the judge (runner summary, re-judging, tables, figures, report) reads only
+those keys and the :class:`Metric` the run recorded, so a new kind needs no change outside its
+own package (``tests/test_import_graph.py`` checks that nothing else names a kind).
 """
 
 from __future__ import annotations
@@ -116,7 +119,7 @@ class Evaluator(Protocol):
 
 
 class TaskKind(Protocol):
-    """A kind of task: one module of ``judge.kinds``, registered by name."""
+    """A kind of task: one package of ``judge.kinds``, registered by name."""
 
     name: str
 
@@ -139,3 +142,10 @@ class TaskKind(Protocol):
 
     # Optional: ``scaffold(target: Path, name: str | None) -> Path`` writes a working task
     # folder of the kind (``python -m judge new-task DIR --kind NAME``).
+    # Optional: ``task_node``, the dataclass a task of this kind is validated against: a
+    # subclass of ``tasks.schema.TaskConfig`` holding the kind's own fields (default: that
+    # class itself, the fields every kind has).
+    # Optional: ``baseline_references(cfg, baseline, sets, progress)`` records the baseline's
+    # answers to the stored sets at set-up (``judge.private.setup``; a kind without it cannot
+    # be set up there), and ``text_prompts: bool`` (False if absent) lets the task's input
+    # generator yield text prompts.

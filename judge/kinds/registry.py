@@ -14,6 +14,10 @@ from registry import Registry
 
 # Kinds of installed distributions: the entry point group ``swarmlab.task_kinds``.
 KINDS: Registry[type] = Registry("task kind", "judge.kinds", "task_kind", "swarmlab.task_kinds")
+# The kind of a task config that names none: every task saved before kinds existed was a decode
+# task (old run records, old saved judge configs), and ``new-task`` scaffolds it by default.
+# The one place outside ``judge/kinds/decode/`` that names the kind.
+DEFAULT_KIND = "decode"
 T = TypeVar("T", bound=type)
 
 
@@ -43,6 +47,15 @@ def get_kind(name: str) -> TaskKind:
     return cls()
 
 
+def kind_of(task: Mapping[str, Any]) -> TaskKind:
+    """The kind of a task config (:data:`DEFAULT_KIND` for one saved before kinds existed).
+
+    Raises:
+        KeyError: the task names no known kind.
+    """
+    return get_kind(str(task.get("kind") or DEFAULT_KIND))
+
+
 def run_metric(meta: Mapping[str, Any]) -> Metric:
     """The metric a run recorded in its meta (``"metric"``, written by the runner).
 
@@ -53,4 +66,4 @@ def run_metric(meta: Mapping[str, Any]) -> Metric:
     if isinstance(recorded, Mapping) and recorded.get("name"):
         return Metric.from_dict(recorded)
     task = (meta.get("config") or {}).get("task") or {}
-    return get_kind(str(task.get("kind") or "decode")).metric(OmegaConf.create(task))
+    return kind_of(task).metric(OmegaConf.create(task))

@@ -91,7 +91,13 @@ class EngineProcess:
         line = (json.dumps(payload) + "\n").encode()
         start = time.perf_counter()
         try:
-            stream.sock.sendall(line)
+            stream.send(line, start + timeout)
+        except TimeoutError:
+            # An engine that stops reading its stdin is as slow as one that never replies
+            # (and charged the same): the request's own limit bounds the send too.
+            raise EngineFailure(
+                "timeout", f"the engine did not take {op} within {timeout:.1f} s"
+            ) from None
         except OSError as exc:
             if exc.errno == errno.EBADF:  # our end of the socket is gone: the judge's fault
                 raise InfrastructureFault(

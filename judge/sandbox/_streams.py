@@ -50,15 +50,32 @@ class _Stream:
         with suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
 
-    def send(self, data: bytes) -> None:
-        """Write all of ``data`` to the process's stdin (OSError when it is gone)."""
+    def send(self, data: bytes, deadline: float) -> None:
+        """Write all of ``data`` to the process's stdin by ``deadline`` (``perf_counter``).
+
+        A process that stops reading its stdin must not hold the judge: without a deadline
+        ``sendall`` waits forever once the pipe and the socket's buffers are full.
+
+        Raises:
+            TimeoutError: not all of ``data`` was taken by ``deadline``.
+            OSError: the process is gone.
+        """
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            raise TimeoutError
+        self.sock.settimeout(remaining)  # sendall's timeout bounds the whole call
         self.sock.sendall(data)
 
     def _recv(self, timeout: float | None) -> bytes:
+        """One chunk, waiting at most ``timeout`` seconds (0: never waits, a non-blocking read).
+
+        Raises:
+            TimeoutError: nothing arrived in time (BlockingIOError when ``timeout`` is 0).
+        """
         try:
             self.sock.settimeout(timeout)
             return self.sock.recv(1 << 16)
-        except TimeoutError:
+        except (TimeoutError, BlockingIOError):
             raise
         except OSError as exc:
             if exc.errno == errno.EBADF:  # our end of the socket is gone: not the engine's doing
@@ -68,7 +85,11 @@ class _Stream:
             return b""
 
     def pump(self, deadline: float | None) -> None:
-        """Read at least one chunk, or raise TimeoutError at ``deadline``; sets ``closed``."""
+        """Read at least one chunk, or raise TimeoutError at ``deadline``; sets ``closed``.
+
+        ``None`` waits as long as it takes: only for a drainer thread of its own (a server's
+        output), never on a path the judge waits on.
+        """
         if self.closed:
             return
         remaining = None if deadline is None else deadline - time.perf_counter()
@@ -117,10 +138,19 @@ class _Stream:
                 ) from exc
             if not readable:
                 break
-            self.pump(None)
+            # Never a blocking read here: the judge is not waiting on this engine yet, and a
+            # wait with no deadline is one an engine could stretch forever.
+            try:
+                chunk = self._recv(0.0)
+            except (TimeoutError, BlockingIOError):
+                break
+            if not chunk:
+                self.closed = True
+                break
+            self.feed(chunk)
         return bool(self.stdout)
 
-    def read_line(self, deadline: float | None, limit: int = MAX_LINE_BYTES) -> bytes:
+    def read_line(self, deadline: float, limit: int = MAX_LINE_BYTES) -> bytes:
         """The next stdout line, newline stripped. Each byte is scanned once.
 
         Raises:

@@ -22,7 +22,6 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from importlib import import_module
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -30,6 +29,7 @@ from isolation.taskenv import BUILD_DIR, TaskRuntime
 from judge.config import SandboxConfig
 from judge.protocol import Reply
 from judge.sandbox._cpusets import judge_cpuset
+from registry import Registry
 
 DEFAULT_BACKEND = "docker"
 
@@ -305,40 +305,36 @@ class Sandbox(abc.ABC):
 
 # -- the implementations, by name ----------------------------------------------------------------
 
-_BACKENDS: dict[str, type[Sandbox]] = {}
+# The same registry helper as the task kinds', CLIs', vendor APIs' and agent backends': a new
+# implementation is a module or package under judge.sandbox calling @sandbox_backend("name"),
+# or an installed distribution's entry point; no list to edit.
+SANDBOXES: Registry[type[Sandbox]] = Registry(
+    "sandbox backend", "judge.sandbox", "sandbox_backend", "swarmlab.sandbox_backends"
+)
 
 
 def sandbox_backend(name: str) -> Callable[[type[Sandbox]], type[Sandbox]]:
-    """Class decorator registering a sandbox implementation under ``name``."""
+    """Class decorator registering a sandbox implementation under ``name``.
+
+    Raises:
+        ValueError: another class already has that name.
+    """
 
     def register(cls: type[Sandbox]) -> type[Sandbox]:
-        if name in _BACKENDS and _BACKENDS[name] is not cls:
-            raise ValueError(f"sandbox backend {name!r} is already registered")
+        SANDBOXES.register(name, cls, unique=True)
         cls.name = name
-        _BACKENDS[name] = cls
         return cls
 
     return register
 
 
 def sandbox_class(name: str) -> type[Sandbox]:
-    """The implementation registered as ``name``, importing ``judge.sandbox.<name>`` when none
-    has registered it yet (a new implementation is a new module or package there).
+    """The implementation registered as ``name``, its module imported when first asked for.
 
     Raises:
         ValueError: no implementation has that name (the message lists the known ones).
     """
-    if name not in _BACKENDS and name.isidentifier():
-        try:
-            import_module(f"judge.sandbox.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"judge.sandbox.{name}":
-                raise  # the module is there and lacks something: say what
-    try:
-        return _BACKENDS[name]
-    except KeyError:
-        known = ", ".join(sorted(_BACKENDS))
-        raise ValueError(f"no sandbox backend named {name!r}; known: {known}") from None
+    return SANDBOXES.get(name)
 
 
 def backend_of(cfg: SandboxConfig) -> type[Sandbox]:

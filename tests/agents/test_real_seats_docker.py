@@ -1,21 +1,27 @@
 """A real CLI in a seat of ``python -m runner``: ``agent=claude_code`` (and ``codex``, ``gemini``,
-``mini_swe``) ``arm=solo`` for 45 seconds against the local endpoint of its vendor's protocol
-(``tests/support/endpoints``), through the run's model proxy (``agent.network=proxy``, the default).
+``mini_swe``) ``arm=solo`` with a judge budget of two evaluations against the local endpoint of
+its vendor's protocol (``tests/support/endpoints``), through the run's model proxy
+(``agent.network=proxy``, the default).
 
 The endpoint listens on the host's loopback, which no container reaches, so every call must
 pass the proxy; it answers the first two model calls ``429 Retry-After: 1`` and then plays a
-short session (commit a change, ``submit``, answer), after which the CLI exits long before the
-deadline: the supervisor must resume it with the CLI's own mechanism (Claude Code's
-``--continue``, Codex's ``exec resume --last``, Gemini's ``--resume latest``) and the keep-going
-message, again until the deadline. The test checks that the submission reached the judge and
-got its verdict, that the ``tokens`` table and the tokens the proxy read on the wire both equal
-what the endpoint reported (every resumed call included, none twice), that every restart is a
-lifecycle event naming the resume mechanism and that the resumed calls carried the session's
-history, that the seat's prompt is recorded, that the agent saw a seat token and never the key
-(which is in no file of the run), that every call is in ``model_calls`` and none was refused,
-and that the seat's lost time matches the endpoint's own clock.
+short session (commit a change, ``submit``, answer), after which the CLI exits: the supervisor
+must resume it with the CLI's own mechanism (Claude Code's ``--continue``, Codex's ``exec resume
+--last``, Gemini's ``--resume latest``; mini-swe-agent starts afresh) and the keep-going
+message, upon which the endpoint plays the session again: a second commit and submission, whose
+verdict spends the judge budget and ends the run (``budget.evaluations=2``; the minutes budget
+is only a ceiling that a passing run never reaches). The test checks that both submissions
+reached the judge and got their verdicts, that the run ended on its judge budget, that the
+``tokens`` table and the tokens the proxy read on the wire both equal what the endpoint reported
+(every resumed call included, none twice), that every restart is a lifecycle event naming the
+resume mechanism and that the resumed calls carried the session's history, that the seat's
+prompt is recorded, that the agent saw a seat token and never the key (which is in no file of
+the run), that every call is in ``model_calls`` and none was refused, and that the seat's lost
+time matches the endpoint's own clock.
 
-Fast tests (no engine, no CLI): a missing key is one line and exit 2 before anything starts.
+Fast tests (no engine, no CLI): each vendor's endpoint plays its script again after the keep-going
+message, its earlier replies still counted; a missing key is one line and exit 2 before anything
+starts.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ import secrets
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +45,7 @@ from runner.events import EventLog
 from tasks.schema import PROJECT_ROOT
 from tests.support.ci import require_client
 from tests.support.endpoints import ENDPOINTS, USAGE_KEYS, session_script
+from tests.support.endpoints.base import KEEP_GOING_WORDS
 
 # What the agent itself can see of its environment, written where the run keeps it.
 SEE_ENV = "env > $HOME/seen-env.txt && "
@@ -81,7 +90,8 @@ SEATS = {
         "fresh start with the prompt and the keep-going message (no session resume)",
     ),
 }
-KEEP_GOING_WORDS = "You stopped, but the experiment is not over"
+# The run ends on its judge budget: the first session's submission and the resumed one's.
+EVALUATIONS = 2
 
 
 @pytest.mark.docker
@@ -106,12 +116,14 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
         result = _runner(
             [
                 "arm=solo", f"agent={agent}",
-                "budget.minutes=0.75", "budget.drain_minutes=0.3", "judge.preflight=skip",
+                # The judge budget ends the run; the minutes are a ceiling for a broken CLI only.
+                f"budget.evaluations={EVALUATIONS}", "budget.minutes=4",
+                "budget.drain_minutes=0.3", "judge.preflight=skip",
                 "rejudge.runs=0", "rejudge.baseline_runs=0", "progress_every_s=0",
                 f"judge.private_dir={judge_private_dir}", f"hydra.run.dir={run_dir}",
             ],
             env,
-            timeout=300,
+            timeout=420,
         )  # fmt: skip
         seconds = time.monotonic() - started
     report = f"exit {result.returncode} after {seconds:.0f}s\n{result.stderr[-3000:]}"
@@ -121,13 +133,14 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     trail = [(e["event"], json.loads(e["detail"])) for e in life]
     report += f"\nlifecycle: {trail}\nreplies: {[(r.step, r.kind) for r in endpoint.replies]}"
 
-    # The session's commit reached the judge, which answered. A CLI without session resume
-    # (mini-swe-agent) starts a fresh session each time, which plays the script again: a commit
-    # and a submission per start.
+    # Each session's commit reached the judge, which answered: the first session's and the
+    # resumed one's (the keep-going message plays the script again), and the second verdict
+    # spent the judge budget, which ended the run.
     fresh = not client.resumes_session
     submissions = events.table("submissions")
     verdicts = {e["commit_sha"]: e for e in events.table("evaluations")}
-    assert len(submissions) == 1 or (fresh and len(submissions) > 1), report
+    assert len(submissions) == EVALUATIONS, report
+    assert events.meta()["ended_by"] == "evaluations", report
     for submission in submissions:
         assert (submission["arm"], submission["agent"]) == ("solo", "w1"), report
         evaluation = verdicts[submission["commit_sha"]]
@@ -138,16 +151,19 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     assert restarts, report
     assert all(d["mechanism"] == mechanism for d in restarts), report
     assert sum(1 for event, _ in trail if event == "exited") >= len(restarts)
-    # A resumed call carried the history: the script never started over at its first step.
-    steps = [r.step for r in endpoint.replies if r.kind != "side"]
-    if fresh:  # each start the whole script, its task the prompt and then the keep-going words
-        assert steps == [i % 3 for i in range(len(steps))], report
+    # Each start played the script from its first step, after the keep-going message; a
+    # resumed call carried the history (the model's replies before the keep-going message),
+    # a fresh start did not.
+    scripted = [r for r in endpoint.replies if r.kind != "side"]
+    steps = [r.step for r in scripted]
+    assert steps == [i % 3 for i in range(len(steps))] and len(steps) >= 5, report
+    if fresh:  # its task the prompt and then the keep-going words
+        assert [r.history for r in scripted] == steps, report
         tasks = endpoint.first_user
         assert all("You are w1" in task for task in tasks), report
         assert [KEEP_GOING_WORDS in t for t in tasks] == [i >= 3 for i in range(len(tasks))]
     else:
-        assert steps[:3] == [0, 1, 2] and set(steps[3:]) == {2}, report
-    assert len(steps) > 3, report
+        assert [r.history == r.step for r in scripted] == [i < 3 for i in range(len(steps))]
     outputs = sorted((run_dir / "arms/solo/agents/w1/output").glob("start-*.jsonl"))
     assert len(outputs) == len(restarts) + 1, report
 
@@ -217,6 +233,88 @@ def test_a_cli_seat_runs_resumes_and_is_accounted(
     assert int(row["model_call_failures"]) == 2
     assert int(row["wire_output_tokens"]) == sum(t["output"] for t in wire.values())
     assert float(row["model_lost_s"]) == pytest.approx(outage.lost_s, abs=0.05)
+
+
+# Per vendor: its model route, the tools a request offers, and its conversation's turns (a user
+# text, a shell call of the model, that call's result, the model's final text).
+_CALL_ID = "call_1"
+PROTOCOLS: dict[str, dict[str, Any]] = {
+    "anthropic": {
+        "route": "/v1/messages",
+        "body": {"model": "claude-x", "tools": [{"name": "Bash", "input_schema": {}}]},
+        "list": "messages",
+        "user": lambda t: {"role": "user", "content": [{"type": "text", "text": t}]},
+        "call": {"role": "assistant", "content": [{"type": "tool_use", "id": _CALL_ID,
+                                                   "name": "Bash", "input": {}}]},
+        "result": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": _CALL_ID,
+                                                "content": "ok"}]},
+        "final": {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+    },
+    "openai": {
+        "route": "/v1/responses",
+        "body": {"model": "gpt-x", "tools": [{"type": "function", "name": "shell_command"}]},
+        "list": "input",
+        "user": lambda t: {"type": "message", "role": "user",
+                           "content": [{"type": "input_text", "text": t}]},
+        "call": {"type": "function_call", "name": "shell_command", "arguments": "{}",
+                 "call_id": _CALL_ID},
+        "result": {"type": "function_call_output", "call_id": _CALL_ID, "output": "ok"},
+        "final": {"type": "message", "role": "assistant",
+                  "content": [{"type": "output_text", "text": "done"}]},
+    },
+    "openai_chat": {
+        "route": "/v1/chat/completions",
+        "body": {"model": "gpt-x", "tools": [{"type": "function", "function": {"name": "bash"}}]},
+        "list": "messages",
+        "user": lambda t: {"role": "user", "content": t},
+        "call": {"role": "assistant", "content": None, "tool_calls": [
+            {"id": _CALL_ID, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        ]},
+        "result": {"role": "tool", "tool_call_id": _CALL_ID, "content": "ok"},
+        "final": {"role": "assistant", "content": "done"},
+    },
+    "gemini": {
+        "route": "/v1beta/models/gemini-y:generateContent",
+        "body": {"tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}]},
+        "list": "contents",
+        "user": lambda t: {"role": "user", "parts": [{"text": t}]},
+        "call": {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command"}}]},
+        "result": {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command"}}]},
+        "final": {"role": "model", "parts": [{"text": "done"}]},
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("vendor", sorted(PROTOCOLS))
+def test_an_endpoint_plays_its_script_again_after_the_keep_going_message(vendor):
+    """A resumed session carries its whole history; the keep-going message after it starts the
+    script again, and the replies before it are still counted in ``Reply.history``."""
+    protocol = PROTOCOLS[vendor]
+    user, call, result, final = (protocol[k] for k in ("user", "call", "result", "final"))
+    session = [user("You are w1. Make it faster."), call, result, call, result, final]
+    keep_going = user(f"{KEEP_GOING_WORDS}: it runs until the deadline.")
+    conversations = [
+        session,  # no keep-going message: the script's last step again
+        [*session, keep_going],  # resumed: the first step
+        [*session, keep_going, call, result],  # and on from there
+        [*session, keep_going, call, result, call, result, final, keep_going],  # once more
+    ]
+    with ENDPOINTS[vendor](session_script(vendor), api_key="") as endpoint:
+        for conversation in conversations:
+            body = {**protocol["body"], protocol["list"]: conversation}
+            request = urllib.request.Request(
+                endpoint.url + protocol["route"], data=json.dumps(body).encode(),
+                headers={"content-type": "application/json"},
+            )  # fmt: skip
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                assert reply.status == 200
+    # What the vendor counts as the model's replies: its messages (Anthropic, Chat
+    # Completions: the final text too) or its tool calls (Responses, Gemini).
+    before = 3 if vendor in ("anthropic", "openai_chat") else 2
+    assert [(r.step, r.history) for r in endpoint.replies] == [
+        (2, before), (0, before), (1, before + 1), (0, 2 * before)
+    ]  # fmt: skip
+    assert [r.step for r in endpoint.requests] == [2, 0, 1, 0]
 
 
 def test_a_missing_key_is_one_line_and_exit_2_before_anything_starts(tmp_path):

@@ -45,6 +45,12 @@ def test_kernel_numpy_preflight_passes_and_a_faster_candidate_scores_above_one(
         "gen_reply_field_types": {"WRONG (protocol)"},
         "gen_shape_overflow": {"WRONG (protocol)"},
         "gen_short_read": {"WRONG (protocol)"},
+        # A second red team's: replies that made an uncharged judge fault on demand, and an
+        # engine that stopped reading stdin (the judge hung for good).
+        "gen_huge_shape": {"WRONG (protocol)"},
+        "gen_get_type_flip": {"WRONG (protocol)"},
+        "gen_error_on_demand": {"WRONG (protocol)", "WRONG (mismatch)"},
+        "gen_stop_reading_stdin": {"WRONG (timeout)"},
     }
     for name, verdicts in red_team.items():
         assert any(rows[name].got.startswith(v) for v in verdicts), table

@@ -6,10 +6,15 @@ the harness on the bundled task's function (each must trip the check it is made 
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -21,7 +26,12 @@ from judge import compose_judge_config
 from judge.kinds import get_kind
 from judge.kinds.kernel.config import KernelConfig, KernelTaskError, draw_inputs, kernel_config
 from judge.kinds.kernel.evaluator import (
+    BASELINE_CALL_S,
     HARNESS,
+    REQUEST_S,
+    KernelEvaluator,
+    _Run,
+    _Side,
     check_call,
     check_get,
     chunk_bytes,
@@ -29,11 +39,14 @@ from judge.kinds.kernel.evaluator import (
     digest,
     masked,
     result_layout,
+    wall_bound_s,
 )
 from judge.kinds.kernel.harness import CHUNK, commit, keystream
 from judge.kinds.kernel.mutants import CHECK_REASONS
 from judge.preflight import catalogue, catalogue_problem
-from judge.protocol import EngineFailure
+from judge.protocol import EngineFailure, check_reply, parse_line
+from judge.sandbox import InfrastructureFault
+from judge.verdict import Outcome, Verdict
 from tasks.schema import PROJECT_ROOT
 
 TASK = PROJECT_ROOT / "tasks" / "kernel_numpy"
@@ -363,7 +376,9 @@ def test_the_red_teams_cheats_cannot_match_the_commitment_or_make_a_judge_fault(
     cfg, tmp_path: Path
 ) -> None:
     inputs = [draw_inputs(cfg.task, seed)[0] for seed in range(3)]
-    config = kernel_config(cfg.task)
+    # The tolerance the red team's fit was made for (the task's atol was 1e-6 then; at 1e-9
+    # the fitted values are a mismatch too).
+    config = replace(kernel_config(cfg.task), atol=1e-6)
     # The harness's call rewritten to commit to zeros at once, the work done in get: the
     # result read back is right (and fitted so a linear fold would match), yet its hash is not
     # the one committed to.
@@ -398,3 +413,128 @@ def test_the_red_teams_cheats_cannot_match_the_commitment_or_make_a_judge_fault(
             chunk_bytes(harness.ask({"op": "read", "at": 0}), CHUNK)
     finally:
         harness.close()
+
+
+class _Replies:
+    """A side's engine for :class:`_Run`: the real harness in a subprocess, one of its replies
+    (the ``at``-th of ``op``) then rewritten by ``mutate``, and sent through the judge's own
+    line parsing and reply checks, as the sandbox's engine does."""
+
+    def __init__(self, tree: Path, op: str = "", at: int = 0, mutate: Any = None) -> None:
+        self.harness = Harness(tree)
+        self.op, self.at, self.mutate = op, at, mutate
+        self.seen = 0
+
+    def request(self, payload: dict[str, Any], timeout: float) -> tuple[Any, float]:
+        fields = self.harness.ask(payload)
+        if payload["op"] == self.op:
+            if self.seen == self.at:
+                fields = self.mutate(fields)
+            self.seen += 1
+        line = json.dumps(fields).encode()
+        return check_reply(parse_line(line, payload["op"]), payload, 0, None), 0.001
+
+
+class _Box:
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        yield
+
+
+# JSON values a side may put in any field of a reply.
+_VALUES: list[Any] = [
+    None, True, False, 0, -1, 1, 2**31, 2**62, 2**64, 2**200, -(2**63), 1.5, -0.0, 1e308,
+    "", "ndarray", "list", "x" * 200, "ab" * 32, "<f4", "|O", [], [0], [-1], [0, 2**62],
+    [2**62, 0], [1024, 512], [0] * 32 + [2**62], [1] * 40, ["ab" * 32], [None], [[1]], {},
+    {"a": 1}, [2**32, 2**32], [True, 512],
+]  # fmt: skip
+
+
+def _flip(fields: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """One random rewrite of a reply: fields changed, removed or added."""
+    out = dict(fields)
+    for _ in range(rng.randint(1, 3)):
+        key = rng.choice([*out, "type", "shape", "nbytes", "dtype", "sha256", "data", "inputs"])
+        if key == "ok":
+            continue  # ok: false is a crash reply, checked elsewhere
+        if rng.random() < 0.15:
+            out.pop(key, None)
+        else:
+            out[key] = rng.choice(_VALUES)
+    return out
+
+
+def _random_flip(seed: float) -> Any:
+    """A rewrite of :func:`_flip`'s, its own random stream from ``seed``."""
+    rng = random.Random(seed)
+    return lambda fields: _flip(fields, rng)
+
+
+def _targeted() -> list[tuple[str, int, Any]]:
+    """The red team's cases: a huge axis of an empty result, type flips between replies."""
+    sha = "ab" * 32
+    return [
+        ("get", 0, lambda f: {**f, "shape": [0, 2**62], "nbytes": 0}),
+        ("get", 0, lambda f: {**f, "shape": [0, 2**28, 2**28], "nbytes": 0}),
+        ("get", 0, lambda f: {"ok": True, "inputs": f["inputs"], "type": "list"}),
+        ("call", 0, lambda f: {"ok": True, "type": "list"}),
+        ("call", 0, lambda f: {"ok": True, "type": "ndarray", "sha256": sha}),
+        ("get", 0, lambda f: {**f, "type": "ndarray", "dtype": "<f8", "nbytes": 2 * f["nbytes"]}),
+        ("read", 0, lambda f: {**f, "data": None}),
+        ("read", 3, lambda f: {"ok": True}),
+    ]
+
+
+@pytest.mark.parametrize("side", ["candidate", "baseline"])
+def test_no_reply_of_a_side_ever_makes_a_judge_fault(cfg, tmp_path: Path, side: str) -> None:
+    """Malformed replies (random JSON in every field, huge, negative and zero axes, type flips
+    between call, get and read) are always that side's: WRONG for the candidate, ERROR for the
+    baseline, never an exception ``execute()`` would take for the judge's own (a judge fault
+    is not charged and is run again: an error on demand would re-roll unlucky evaluations)."""
+    config = replace(kernel_config(cfg.task), warmup=0, calls=1)
+    tree = TASK / "template"
+    home = SimpleNamespace(evals=tmp_path)
+    evaluator = KernelEvaluator(cfg, home, get_kind("kernel"))  # type: ignore[arg-type]
+    rng = random.Random(f"fuzz-{side}")
+    cases = _targeted()
+    for _ in range(16):
+        op = rng.choice(["call", "get", "read", "read"])
+        cases.append((op, rng.randint(0, 3) if op == "read" else 0, _random_flip(rng.random())))
+    refused = 0
+    for op, at, mutate in cases:
+        run = _Run(evaluator, SimpleNamespace(id=1, attempts=1))  # type: ignore[arg-type]
+        sides = {
+            name: _Side(name, _Box(), _Replies(tree, *((op, at, mutate) if name == side else ())))  # type: ignore[arg-type]
+            for name in ("baseline", "candidate")
+        }
+        for s in sides.values():
+            assert s.proc.harness.ask({"op": "load"}) == {"ok": True}
+        try:
+            run.calls(config, sides["baseline"], sides["candidate"])
+        except Outcome as outcome:
+            assert side == "candidate" and outcome.verdict is Verdict.WRONG, outcome
+            refused += 1
+        except InfrastructureFault as fault:
+            assert side == "baseline" and "baseline" in str(fault), fault
+            refused += 1
+        finally:
+            for s in sides.values():
+                s.proc.harness.proc.kill()
+                s.proc.harness.proc.wait()
+    assert refused >= len(_targeted())  # most rewrites are refused (an extra field is not)
+
+
+def test_the_watchdog_bound_covers_the_plan_and_hangs_up_every_engine(cfg, tmp_path) -> None:
+    """The backstop: past the sum of the plan's limits (never reached while every wait has a
+    deadline) every engine is hung up, which fails a blocked send or read at once."""
+    config = kernel_config(cfg.task)
+    bound = wall_bound_s(config)
+    calls = config.warmup + config.calls
+    assert bound >= 2 * config.load_timeout_s + calls * (BASELINE_CALL_S + 4 * REQUEST_S)
+    hung: list[str] = []
+    engine = SimpleNamespace(hang_up=lambda: hung.append("engine"))
+    evaluator = KernelEvaluator(cfg, SimpleNamespace(evals=tmp_path), get_kind("kernel"))  # type: ignore[arg-type]
+    run = _Run(evaluator, SimpleNamespace(id=1, attempts=1))  # type: ignore[arg-type]
+    run.sandbox = SimpleNamespace(containers=[SimpleNamespace(processes=[engine, engine])])  # type: ignore[assignment]
+    run.overrun()
+    assert run.overdue and hung == ["engine", "engine"]

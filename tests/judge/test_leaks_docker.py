@@ -20,7 +20,8 @@ import pytest
 
 from judge import compose_judge_config
 from judge.config import SandboxConfig
-from judge.evaluation import Evaluator
+from judge.kinds.decode import DecodeKind
+from judge.kinds.decode.evaluator import Evaluator
 from judge.queue import Job
 from judge.sandbox import Sandbox
 from judge.verdict import Evaluation, Verdict
@@ -133,7 +134,7 @@ def evaluator(tmp_path_factory):
         decode_s=0.1,
     )
     home = SimpleNamespace(evals=where / "evals", references={"case:fake": ref}, inputs={})
-    return Evaluator(cfg, home)  # type: ignore[arg-type]
+    return Evaluator(cfg, home, DecodeKind())  # type: ignore[arg-type]
 
 
 def _evaluate(evaluator, sandbox, container, mode: str, job_id: int) -> tuple[Evaluation, str]:
@@ -147,7 +148,7 @@ def _evaluate(evaluator, sandbox, container, mode: str, job_id: int) -> tuple[Ev
         attempts=1,
         enqueued_at=0.0,
     )
-    from judge.evaluation import _Run
+    from judge.kinds.decode.evaluator import _Run
 
     run = _Run(evaluator, job)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from judge import compose_judge_config
-from judge.kinds.decode_mutants import WRAPPER
-from judge.kinds.decode_scaffold import write_decode_task
+from judge.kinds.decode.mutants import WRAPPER
+from judge.kinds.decode.scaffold import write_decode_task
 from judge.preflight import catalogue, catalogue_problem, expectation, load_mutants, matches
 from judge.verdict import Evaluation, Verdict
 from tasks.schema import PROJECT_ROOT

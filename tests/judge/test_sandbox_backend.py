@@ -4,6 +4,7 @@ and the choice leaves the settings hash of every docker run as it was."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -59,7 +60,10 @@ def plugin_dir(tmp_path, monkeypatch):
     """A folder searched for ``judge.sandbox.<name>`` modules; what registers there is
     forgotten afterwards."""
     monkeypatch.setattr(judge.sandbox, "__path__", [*judge.sandbox.__path__, str(tmp_path)])
-    monkeypatch.setattr(sandbox_base, "_BACKENDS", dict(sandbox_base._BACKENDS))
+    fresh = dataclasses.replace(
+        sandbox_base.SANDBOXES, entries=dict(sandbox_base.SANDBOXES.entries), _found=None
+    )  # the package is read again (the new folder), and what registers there is forgotten
+    monkeypatch.setattr(sandbox_base, "SANDBOXES", fresh)
     yield tmp_path
     for name in [n for n in sys.modules if n.startswith("judge.sandbox.fake")]:
         del sys.modules[name]
@@ -101,7 +105,11 @@ def test_a_new_backend_is_one_new_module(plugin_dir: Path):
 
 
 def test_a_broken_backend_module_says_what_it_lacks(plugin_dir: Path):
-    (plugin_dir / "fakebroken.py").write_text("import swarmlab_no_such_module\n")
+    (plugin_dir / "fakebroken.py").write_text(
+        "import swarmlab_no_such_module\n\n"
+        "from judge.sandbox.base import sandbox_backend\n\n\n"
+        "@sandbox_backend('fakebroken')\nclass Broken: ...\n"
+    )
     with pytest.raises(ModuleNotFoundError, match="swarmlab_no_such_module"):
         sandbox_class("fakebroken")
 

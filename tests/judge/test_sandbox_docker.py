@@ -206,6 +206,40 @@ def test_closing_a_hung_engine_kills_it_and_its_children(tmp_path):
         sandbox.close()
 
 
+DEAF = r"""
+import sys, time
+sys.stdin.readline()
+print('{"ok": true}', flush=True)
+while True:  # deaf from now on: stdin is never read again, stderr written without end
+    sys.stderr.write("x\n")
+    sys.stderr.flush()
+    time.sleep(0.002)
+"""
+
+
+def test_an_engine_that_stops_reading_its_stdin_times_out_and_never_holds_the_judge(tmp_path):
+    """An engine that stops reading its stdin while it floods stderr: the judge used to read
+    that stderr with no deadline before each request, then ``sendall`` the request into a
+    stdin nobody reads, with no timeout (the judge hung for good, every job behind it too).
+    Every send and read now has the request's deadline: a ``timeout``, charged to the
+    engine's side like a slow reply, every time it is asked."""
+    tree = script_tree(tmp_path, {"deaf.py": DEAF})
+    sandbox = Sandbox(SandboxConfig(), "cpu", owner="test", tag=f"deaf-{SESSION}")
+    try:
+        box = sandbox.container("candidate", tree)
+        engine = box.engine([sandbox.python, "-I", "deaf.py"], "deaf")
+        engine.request({"op": "load"}, 30)
+        big = {"op": "put", "data": "x" * (4 << 20)}  # more than any pipe and socket buffer
+        for _ in range(2):
+            with pytest.raises(EngineFailure) as failure:
+                engine.request(big, 3.0)
+            assert failure.value.kind == "timeout", failure.value
+        assert "x" in engine.stderr_tail  # its stderr was read all along
+        engine.close(wait_s=1.0)
+    finally:
+        sandbox.close()
+
+
 FLOOD = r"""
 import sys
 sys.stdin.readline()

@@ -18,15 +18,16 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from judge.kinds.server_eval import (
+from judge.kinds.server.config import ServerConfig
+from judge.kinds.server.evaluator import (
     check_correctness_settings,
     first_difference,
     padded,
     ref_rows,
 )
-from judge.kinds.server_load import chat_text, chunk_text, chunk_tokens, handle, request_body
+from judge.kinds.server.load import chat_text, chunk_text, chunk_tokens, handle, request_body
 from judge.sandbox import InfrastructureFault
-from tasks.schema import PROJECT_ROOT, ServerConfig
+from tasks.schema import PROJECT_ROOT
 
 TEMPLATE = PROJECT_ROOT / "tasks" / "serve_cpu" / "template"
 TASK = TEMPLATE.parent

@@ -14,7 +14,7 @@ import pytest
 
 from judge import compose_judge_config
 from judge.config import SandboxConfig
-from judge.kinds.server_sidecar import LoadGen, ServerProcess
+from judge.kinds.server.sidecar import LoadGen, ServerProcess
 from judge.private import setup
 from judge.queue import JudgeQueue
 from judge.sandbox import Sandbox

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from judge.kinds.server_eval import (
+from judge.kinds.server.config import ServerConfig
+from judge.kinds.server.evaluator import (
     DriftCheck,
     check_correctness_settings,
     drift_decision,
@@ -22,10 +23,9 @@ from judge.kinds.server_eval import (
     mean_loglik,
     required_matches,
 )
-from judge.kinds.server_load import continuation_logprobs, handle, score_body
+from judge.kinds.server.load import continuation_logprobs, handle, score_body
 from judge.sandbox import InfrastructureFault
 from judge.verdict import Verdict
-from tasks.schema import ServerConfig
 
 STUB = Path(__file__).with_name("server_stub.py")
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from judge.kinds.server_load import handle
+from judge.kinds.server.load import handle
 
 # Far longer than any deadline below: a client still reading by then holds on forever.
 RETURNED_BY_S = 60.0

@@ -22,8 +22,9 @@ import pytest
 
 from judge import compose_judge_config
 from judge.config import SandboxConfig
-from judge.kinds.server_eval import HOST, PORT, Side, _ServerRun
-from judge.kinds.server_sidecar import LoadGen, ServerProcess
+from judge.kinds.server import ServerKind
+from judge.kinds.server.evaluator import HOST, PORT, Side, _ServerRun
+from judge.kinds.server.sidecar import LoadGen, ServerProcess
 from judge.private import InputSet, Reference
 from judge.queue import Job
 from judge.sandbox import InfrastructureFault, Sandbox
@@ -175,7 +176,7 @@ def _evaluate(cfg, box, mode: str, job_id: int) -> tuple[Evaluation, str]:
     s = InputSet("case:fake", [PROMPT], STEPS)
     ref = Reference(np.zeros((1, STEPS), dtype=np.int64), np.ones((1, STEPS)), 0.0, 0.1)
     home = SimpleNamespace(evals=where / "evals", references={s.name: ref}, inputs={s.name: s})
-    evaluator = SimpleNamespace(cfg=config, home=home)
+    evaluator = SimpleNamespace(cfg=config, home=home, kind=ServerKind())
     job = Job(id=job_id, arm="a", agent="w", label="", repo="", commit="c", attempts=1,
               enqueued_at=0.0)  # fmt: skip
     run = _ServerRun(evaluator, job)  # type: ignore[arg-type]

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from judge.kinds import get_kind
-from judge.kinds.server_eval import first_difference, margins_array
-from judge.kinds.server_load import chunk_tokens, handle
+from judge.kinds.server.evaluator import first_difference, margins_array
+from judge.kinds.server.load import chunk_tokens, handle
 
 STUB = Path(__file__).with_name("server_stub.py")
 

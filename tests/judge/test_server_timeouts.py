@@ -1,5 +1,5 @@
 """The server kind: a request timeout is charged only if it holds against the baseline of the
-moment (the decode kind's rule, :func:`judge.evaluation.retry_limit`).
+moment (the decode kind's rule, :func:`judge.kinds.decode.evaluator.retry_limit`).
 
 Without Docker: toy servers on a toy machine behind a toy load generator. A run's (simulated)
 wall time is its work times the machine's load of the moment; a run over its ``timeout_s``
@@ -22,8 +22,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from judge import compose_judge_config
-from judge.evaluation import retry_limit
-from judge.kinds.server_eval import Side, _ServerRun, baseline_scale
+from judge.kinds.decode.evaluator import retry_limit
+from judge.kinds.server.evaluator import Side, _ServerRun, baseline_scale
 from judge.private import InputSet, Reference, setup
 from judge.queue import JudgeQueue
 from judge.sandbox import InfrastructureFault, TimeoutAnswered, fault_reason

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.kinds.server_load import handle
+from judge.kinds.server.load import handle
 from tasks.schema import PROJECT_ROOT
 
 FIXTURE = Path(__file__).with_name("fixtures") / "serve_uvicorn"

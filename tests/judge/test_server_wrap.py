@@ -1,5 +1,6 @@
-"""The server kind's mutant proxy (``server_wrap.py``) in front of a uvicorn + Starlette server,
-as real subprocesses on the host (no Docker), spoken to by the judge's load generator.
+"""The server kind's mutant proxy (``judge/kinds/server/wrap.py``) in front of a uvicorn +
+Starlette server, as real subprocesses on the host (no Docker), spoken to by the judge's load
+generator.
 
 uvicorn chunks every streamed body and keeps the connection alive 5 s after it (vLLM and SGLang
 serve this way): the proxy must decode that framing and finish a relayed request when its
@@ -24,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from judge.kinds.server_load import handle
-from judge.kinds.server_mutants import _add_wrapper
+from judge.kinds.server.load import handle
+from judge.kinds.server.mutants import _add_wrapper
 
 IDS = [11, 12, 13, 14]
 UPSTREAM_WAIT_S = 0.3  # the upstream's sleep before its [DONE]: a lower bound on a request

@@ -17,7 +17,8 @@ import pytest
 
 from judge import compose_judge_config
 from judge.config import SandboxConfig
-from judge.evaluation import Evaluator, _Run
+from judge.kinds.decode import DecodeKind
+from judge.kinds.decode.evaluator import Evaluator, _Run
 from judge.private import InputSet
 from judge.queue import Job
 from judge.sandbox import Sandbox
@@ -83,7 +84,7 @@ def evaluator(tmp_path_factory):
         references={"case:fake": ref},
         inputs={"case:fake": InputSet("case:fake", PROMPTS, STEPS)},
     )
-    return Evaluator(cfg, home)  # type: ignore[arg-type]
+    return Evaluator(cfg, home, DecodeKind())  # type: ignore[arg-type]
 
 
 def _evaluate(evaluator, boxes, mode: str, job_id: int):

@@ -19,7 +19,8 @@ from types import SimpleNamespace
 import pytest
 
 from judge import compose_judge_config
-from judge.evaluation import Evaluator, _Run, retry_limit
+from judge.kinds.decode import DecodeKind
+from judge.kinds.decode.evaluator import Evaluator, _Run, retry_limit
 from judge.protocol import EngineFailure, Reply
 from judge.sandbox import InfrastructureFault, TimeoutAnswered, fault_reason
 from judge.verdict import Outcome, Verdict
@@ -116,7 +117,8 @@ def cfg():
 
 
 def make_run(cfg, tmp_path, machine: Machine, **kind) -> tuple[_Run, TimedBox, TimedBox]:
-    run = _Run(Evaluator(cfg, toy_home(cfg, tmp_path)), SimpleNamespace(id=1, attempts=1))
+    evaluator = Evaluator(cfg, toy_home(cfg, tmp_path), DecodeKind())
+    run = _Run(evaluator, SimpleNamespace(id=1, attempts=1))
     run.cand, run.base = TimedBox(machine, kind), TimedBox(machine)
     run.base_engine = run.base.engine([], "baseline")
     return run, run.cand, run.base

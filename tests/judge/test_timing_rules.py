@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from judge import compose_judge_config
-from judge.evaluation import Evaluator, Timed, _Run, transition_walk
+from judge.kinds.decode import DecodeKind
+from judge.kinds.decode.evaluator import Evaluator, Timed, _Run, transition_walk
 from judge.private import Reference, batch_sizes, plan_inputs, transition_visits
 from judge.protocol import Reply
 from judge.verdict import Outcome, Verdict
@@ -158,7 +159,7 @@ def toy_home(cfg, where: Path, sets_seed: int = 1) -> SimpleNamespace:
 
 
 def make_run(cfg, home, **kind) -> tuple[_Run, ToyContainer]:
-    run = _Run(Evaluator(cfg, home), SimpleNamespace(id=1, attempts=1))
+    run = _Run(Evaluator(cfg, home, DecodeKind()), SimpleNamespace(id=1, attempts=1))
     run.cand = ToyContainer(kind)
     run.base = ToyContainer({})  # the baseline's container: B=1 pairs start fresh ones in it
     run.base_engine = ToyEngine("baseline")

@@ -11,7 +11,7 @@ from isolation.images import host_python_mounts
 from isolation.taskenv import TaskRuntime, asset_paths
 from judge.compose import compose_judge_config
 from judge.kinds import get_kind
-from judge.kinds.server_eval import SERVER_ENV, serve_argv
+from judge.kinds.server.evaluator import SERVER_ENV, serve_argv
 from judge.sandbox import Sandbox
 from tasks.folder import load_task_callable
 from tasks.schema import PROJECT_ROOT, task_root

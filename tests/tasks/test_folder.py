@@ -198,7 +198,7 @@ BAD = [
     ("unknown kind", "kind='decodee' is no task kind: use one of decode", "task.yaml"),
     ("missing template", "template='template': no folder", "task.yaml"),
     ("missing field", "required field(s) missing: vocab", "task.yaml"),
-    ("typo", "Key 'vocabb' not in 'TaskConfig'", "task.yaml"),
+    ("typo", "Key 'vocabb' not in 'DecodeTaskConfig'", "task.yaml"),
     ("wrong type", "Value 'lots' of type 'str' could not be converted to Integer", "task.yaml"),
     ("module spec", "name a Python file of the task folder", "task.yaml"),
     ("generator raises", "raised RuntimeError (boom)", "inputs.py"),

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from judge.kinds.base import Evaluator, Metric
 from judge.kinds.registry import task_kind
+from tasks.schema import PromptTaskConfig
 
 if TYPE_CHECKING:
     from judge.mutant import Mutant
@@ -28,6 +29,9 @@ class KernelKind:
     """A function timed call by call by the judge's harness, in the sandbox."""
 
     name = "kernel"
+    # Set-up (judge.private) still draws prompt sets for every task, so a kernel task holds the
+    # prompt tasks' fields (one tiny set each) until set-up asks its kind what to store.
+    task_node = PromptTaskConfig
 
     def metric(self, task: DictConfig) -> Metric:
         """The median time of one call (ms), lower is better; written as ``call_ms`` and
@@ -45,7 +49,7 @@ class KernelKind:
     def evaluator(self, cfg: DictConfig, home: JudgeHome) -> Evaluator:
         from judge.kinds.kernel.evaluator import KernelEvaluator
 
-        return KernelEvaluator(cfg, home, self.metric(cfg.task))
+        return KernelEvaluator(cfg, home, self)
 
     def generated_mutants(self, cfg: DictConfig) -> list[Mutant]:
         from judge.kinds.kernel.mutants import generated

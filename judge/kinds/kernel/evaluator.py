@@ -35,26 +35,24 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import math
 import re
 import secrets
 import statistics
+import threading
 import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 from omegaconf import DictConfig
 
-from judge.evaluation import checked_tree
-from judge.kinds.base import Metric
+from judge.kinds.base import TaskKind
 from judge.kinds.kernel.config import KernelConfig, KernelTaskError, draw_inputs, kernel_config
 from judge.kinds.kernel.harness import CHUNK, commit, keystream
+from judge.pipeline import Run, checked_tree
 from judge.private import JudgeHome, derive_seed, sandbox_runtime
 from judge.protocol import EngineFailure
 from judge.queue import Job
@@ -63,13 +61,16 @@ from judge.sandbox import (
     InfrastructureFault,
     Sandbox,
     SandboxContainer,
-    fault_reason,
 )
 from judge.verdict import Evaluation, Outcome, Verdict
+
+T = TypeVar("T")
 
 HARNESS = Path(__file__).with_name("harness.py")
 # How long a baseline call may take before the judge gives up on its own side (ERROR).
 BASELINE_CALL_S = 300.0
+# The limit of every untimed request (put, get, read).
+REQUEST_S = 60.0
 
 
 def masked(arrays: list[np.ndarray], key: int) -> list[dict[str, Any]]:
@@ -135,10 +136,10 @@ def check_call(fields: dict[str, Any]) -> None:
         raise EngineFailure("protocol", "reply to call: sha256 must be 64 hex digits")
 
 
-def check_get(fields: dict[str, Any], arguments: int) -> None:
-    """Validate a ``get`` reply: ``inputs`` one sha256 per argument, ``type`` a short string,
-    and for an ndarray ``aliased`` and ``reused`` booleans and a layout
-    (:func:`result_layout`).
+def check_get(fields: dict[str, Any], arguments: int, called: str | None = None) -> None:
+    """Validate a ``get`` reply: ``inputs`` one sha256 per argument, ``type`` a short string
+    (the type the ``call`` reply named, when ``called`` is given), and for an ndarray
+    ``aliased`` and ``reused`` booleans and a layout (:func:`result_layout`).
 
     Raises:
         EngineFailure: ``protocol`` for anything else.
@@ -155,6 +156,10 @@ def check_get(fields: dict[str, Any], arguments: int) -> None:
     kind = fields.get("type")
     if not isinstance(kind, str) or len(kind) > MAX_TYPE_CHARS:
         raise EngineFailure("protocol", "reply to get: type must be a short string")
+    if called is not None and kind != called:
+        # Both replies describe one result: a flip between them is a reply the judge cannot
+        # read one way or the other, so it is the side's, never read on one of its words.
+        raise EngineFailure("protocol", "reply to get: type is not the one the call named")
     if kind != "ndarray":
         return
     if type(fields.get("aliased")) is not bool or type(fields.get("reused")) is not bool:
@@ -171,7 +176,8 @@ def result_layout(got: dict[str, Any]) -> tuple[np.dtype, list[int], int]:
     Raises:
         EngineFailure: ``protocol`` for anything but a dtype of :data:`ALLOWED_DTYPES` and a
             shape of at most :data:`MAX_NDIM` non-negative integers that make ``nbytes`` (at
-            most :data:`MAX_RESULT_BYTES`).
+            most :data:`MAX_RESULT_BYTES`), the shape's non-zero axes too: a size of 0 with an
+            axis of 2**62 is no shape numpy can make.
     """
     dtype_name, shape, nbytes = got.get("dtype"), got.get("shape"), got.get("nbytes")
     if not (
@@ -191,7 +197,23 @@ def result_layout(got: dict[str, Any]) -> tuple[np.dtype, list[int], int]:
     dtype = np.dtype(dtype_name)
     if dtype.itemsize * math.prod(shape) != nbytes:
         raise EngineFailure("protocol", "reply to get: shape and dtype do not make nbytes")
+    # Every axis bounded, an empty result's included (its other axes are no size at all).
+    if dtype.itemsize * math.prod(max(n, 1) for n in shape) > MAX_RESULT_BYTES:
+        raise EngineFailure(
+            "protocol", f"reply to get: an axis past {MAX_RESULT_BYTES >> 20} MiB of values"
+        )
     return dtype, list(shape), nbytes
+
+
+def wall_bound_s(config: KernelConfig) -> float:
+    """The longest the engines' part of an evaluation (load and calls) can take when every
+    request takes its whole limit: the sum of the plan's limits. Past it the judge has waited
+    on something with no deadline (a judge bug): the watchdog hangs the engines up.
+    """
+    reads = -(-MAX_RESULT_BYTES // CHUNK)  # a result's reads, at most
+    candidate_call = config.timeout_factor * BASELINE_CALL_S + config.timeout_floor_s
+    per_call = 2 * (1 + 1 + reads) * REQUEST_S + BASELINE_CALL_S + candidate_call
+    return 2 * config.load_timeout_s + (config.warmup + config.calls) * per_call
 
 
 def chunk_bytes(reply: dict[str, Any], expected: int) -> bytes:
@@ -234,10 +256,11 @@ def compare(out: np.ndarray, ref: np.ndarray, config: KernelConfig) -> str | Non
 class KernelEvaluator:
     """Scores jobs of one kernel task against ``home``'s baseline; one evaluation at a time."""
 
-    def __init__(self, cfg: DictConfig, home: JudgeHome, metric: Metric) -> None:
+    def __init__(self, cfg: DictConfig, home: JudgeHome, kind: TaskKind) -> None:
         self.cfg = cfg
         self.home = home
-        self.metric = metric
+        self.kind = kind  # the kind passes itself: its metric names the score
+        self.metric = kind.metric(cfg.task)
 
     def evaluate(self, job: Job) -> Evaluation:
         return _Run(self, job).execute()
@@ -256,77 +279,30 @@ class _Side:
         self.last_call: dict[str, Any] = {}
 
 
-class _Run:
-    """One evaluation (the attributes :func:`judge.evaluation.checked_tree` reads)."""
+class _Run(Run):
+    """One evaluation of a kernel task on the shared skeleton (:class:`judge.pipeline.Run`)."""
 
     def __init__(self, evaluator: KernelEvaluator, job: Job) -> None:
+        # Every call's inputs come from the skeleton's eval_seed, new to every evaluation: no
+        # input timed here was ever seen by any process before, so a cache of results never
+        # answers.
+        super().__init__(evaluator.kind, evaluator.cfg, evaluator.home, job)
         self.evaluator = evaluator
-        self.cfg = evaluator.cfg
-        self.task = evaluator.cfg.task
-        self.judge = evaluator.cfg.judge
-        self.home = evaluator.home
-        self.job = job
-        self.workdir = self.home.evals / f"{job.id}-{job.attempts}"
-        self.stages: dict[str, float] = {}
-        self.metrics: dict[str, Any] = {}
-        self.log: list[dict[str, Any]] = []
-        self.hidden_sent = False
         self.sandbox: Sandbox | None = None
-        # Every call's inputs come from this seed, new to every evaluation: no input timed here
-        # was ever seen by any process before, so a cache of results never answers.
-        self.eval_seed = secrets.randbits(62)
-        self.log.append({"eval_seed": self.eval_seed})
+        self.watchdog: threading.Timer | None = None
+        self.overdue = False
 
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.stages[name] = round(self.stages.get(name, 0.0) + time.perf_counter() - start, 4)
-
-    def execute(self) -> Evaluation:
-        evaluation = Evaluation(
-            job_id=self.job.id,
-            arm=self.job.arm,
-            agent=self.job.agent,
-            commit=self.job.commit,
-            verdict=Verdict.PASS,
-            label=self.job.label,
-            attempts=self.job.attempts,
-            enqueued_at=self.job.enqueued_at,
-            started_at=time.time(),
-            metric=self.evaluator.metric.to_dict(),
-        )
-        start = time.perf_counter()
-        try:
-            self.pipeline()
-        except Outcome as outcome:
-            evaluation.verdict, evaluation.reason = outcome.verdict, outcome.reason
-            evaluation.detail = outcome.detail
-        except InfrastructureFault as fault:
-            evaluation.verdict, evaluation.reason = Verdict.ERROR, fault_reason(fault)
-            evaluation.detail = str(fault)
-        except Exception as exc:  # a judge bug (or a broken task) is never charged
-            self.log.append({"judge_exception": traceback.format_exc()})
+    def teardown(self, evaluation: Evaluation) -> None:
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+        if self.overdue:  # whatever failure the hang-up caused, it was the judge's wait
             evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"
-            evaluation.detail = f"judge fault: {type(exc).__name__}"
-            if not self.hidden_sent:  # after that, its message could quote a hidden input
-                evaluation.detail += f": {exc}"
-        finally:
-            with self.stage("teardown"):
-                if self.sandbox is not None:
-                    for box in self.sandbox.containers:
-                        for process in box.processes:
-                            self.log.append({"stderr": process.label, "tail": process.stderr_tail})
-                    self.sandbox.close()
-        self.stages["total"] = round(time.perf_counter() - start, 4)
-        evaluation.metrics, evaluation.stages = self.metrics, self.stages
-        evaluation.finished_at = time.time()
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        record = {"evaluation": evaluation.to_dict(), "log": self.log}
-        (self.workdir / "log.json").write_text(json.dumps(record, indent=1, default=str))
-        return evaluation
+            evaluation.detail = "judge fault: the evaluation overran its plan's limits"
+        if self.sandbox is not None:
+            for box in self.sandbox.containers:
+                for process in box.processes:
+                    self.log.append({"stderr": process.label, "tail": process.stderr_tail})
+            self.sandbox.close()
 
     # -- stages --------------------------------------------------------------------------
 
@@ -353,6 +329,11 @@ class _Run:
                 self.build(base, baseline=True)
                 self.build(cand, baseline=False)
         argv = [self.sandbox.python, "-I", "-B", "-c", HARNESS.read_text(), config.function]
+        # A backstop: every send and read on an engine has a deadline, so this never fires
+        # unless the judge waits somewhere without one; then it unblocks the judge.
+        self.watchdog = threading.Timer(wall_bound_s(config), self.overrun)
+        self.watchdog.daemon = True
+        self.watchdog.start()
         with self.stage("load"):
             baseline = _Side("baseline", base, base.engine(argv, "baseline"))
             candidate = _Side("candidate", cand, cand.engine(argv, "candidate"))
@@ -378,6 +359,16 @@ class _Run:
         )
         self.log.append({"candidate_s": candidate.times, "baseline_s": baseline.times})
 
+    def overrun(self) -> None:
+        """The watchdog's: hang up every engine (a blocked send or read on one fails at once),
+        and mark the evaluation a judge fault (``execute``)."""
+        self.overdue = True
+        self.log.append({"watchdog": "the evaluation overran its plan's limits"})
+        if self.sandbox is not None:
+            for box in self.sandbox.containers:
+                for process in box.processes:
+                    process.hang_up()
+
     def build(self, box: SandboxContainer, baseline: bool) -> None:
         assert self.sandbox is not None
         timeout = float(self.judge.build_timeout_s)
@@ -401,11 +392,28 @@ class _Run:
         candidate's failure (a malformed reply included) is WRONG, the baseline's ERROR."""
         try:
             reply, seconds = side.proc.request(payload, timeout)
-            if check is not None:
-                check(reply.fields)
         except EngineFailure as failure:
             self.failed(side, payload["op"], failure)
+        if check is not None:
+            self.parsed(side, payload["op"], lambda: check(reply.fields))
         return reply.fields, seconds
+
+    def parsed(self, side: _Side, op: str, parse: Callable[[], T]) -> T:
+        """``parse()`` of what ``side`` sent (a reply, a layout derived from one, its bytes
+        reshaped): every failure is ``side``'s ``protocol`` failure (WRONG for the candidate,
+        ERROR for the baseline), never a judge fault. A judge fault is not charged and its
+        job is run again: a candidate that could raise one on demand would re-roll its
+        unlucky evaluations for free.
+        """
+        try:
+            return parse()
+        except EngineFailure as failure:
+            self.failed(side, op, failure)
+        except Exception as exc:  # whatever the side's data broke is the side's
+            failure = EngineFailure(
+                "protocol", f"reply to {op} cannot be read ({type(exc).__name__})", repr(exc)
+            )
+            self.failed(side, op, failure)
 
     def failed(self, side: _Side, op: str, failure: EngineFailure) -> NoReturn:
         """``side``'s failure on ``op``: the candidate's is WRONG (charged), the baseline's an
@@ -429,7 +437,7 @@ class _Run:
             put = {"op": "put", "args": masked(arrays, key)}
             self.hidden_sent = True
             for side in (baseline, candidate):
-                self.request(side, put, 60.0)
+                self.request(side, put, REQUEST_S)
             # The baseline first on the first call (it sizes the candidate's limit), then the
             # order alternates, so neither side always runs on a cache the other warmed.
             order = (baseline, candidate) if i % 2 == 0 else (candidate, baseline)
@@ -455,20 +463,22 @@ class _Run:
         self, side: _Side, arrays: list[np.ndarray], config: KernelConfig, ref: np.ndarray | None
     ) -> np.ndarray:
         """Fetch ``side``'s last result and check it (against ``ref`` for the candidate)."""
-        call = side.last_call
+        call = side.last_call  # check_call's: ``type`` a short string, an ndarray's sha256
+        called = call["type"]
         problem: tuple[str, str] | None = None
-        if call["type"] != "ndarray":
+        if called != "ndarray":
             problem = (
                 "not_array",
-                f"the function returned a {call['type'][:40]}, not a numpy.ndarray"
+                f"the function returned a {called[:40]}, not a numpy.ndarray"
                 " (a lazy or deferred result is refused: the clock stops once the result's"
                 " bytes were read)",
             )
         got, _ = self.request(
-            side, {"op": "get"}, 60.0, lambda fields: check_get(fields, len(arrays))
+            side, {"op": "get"}, REQUEST_S, lambda fields: check_get(fields, len(arrays), called)
         )
         out = None
         if problem is None:
+            # check_get made got's type ``ndarray`` too, with a layout, booleans and digests.
             out = self.read_result(side, got)
             # The judge's own hash of the bytes it read, timed on the host: the same work the
             # harness did inside each timed call (reported, never subtracted: docs).
@@ -502,12 +512,11 @@ class _Run:
 
     def read_result(self, side: _Side, got: dict[str, Any]) -> np.ndarray:
         """The result ``get`` described, read back a chunk at a time (as it is now)."""
-        dtype, shape, nbytes = result_layout(got)
+        dtype, shape, nbytes = self.parsed(side, "get", lambda: result_layout(got))
         parts = []
         for at in range(0, nbytes, CHUNK):
-            reply, _ = self.request(side, {"op": "read", "at": at}, 60.0)
-            try:
-                parts.append(chunk_bytes(reply, min(CHUNK, nbytes - at)))
-            except EngineFailure as failure:  # a bad chunk is the side's, as any reply
-                self.failed(side, "read", failure)
-        return np.frombuffer(b"".join(parts), dtype=dtype).reshape(shape)
+            reply, _ = self.request(side, {"op": "read", "at": at}, REQUEST_S)
+            expected = min(CHUNK, nbytes - at)
+            parts.append(self.parsed(side, "read", lambda r=reply, n=expected: chunk_bytes(r, n)))
+        data = b"".join(parts)
+        return self.parsed(side, "read", lambda: np.frombuffer(data, dtype=dtype).reshape(shape))

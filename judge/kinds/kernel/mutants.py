@@ -204,6 +204,40 @@ def generated(cfg: DictConfig) -> list[Mutant]:
             " protocol error, not a judge fault",
         ),
         wrapped(
+            "gen_huge_shape",
+            "huge_shape",
+            "WRONG",
+            "protocol",
+            "the harness's get rewritten to reply shape [0, 2**62] with nbytes 0 (a size that"
+            " adds up, a shape numpy cannot make): the candidate's, never a judge fault",
+        ),
+        wrapped(
+            "gen_get_type_flip",
+            "get_type_flip",
+            "WRONG",
+            "protocol",
+            "the call says ndarray with its sha256, the untimed get says list with no layout:"
+            " the candidate's, never a judge fault",
+        ),
+        wrapped(
+            "gen_error_on_demand",
+            "error_on_demand",
+            "WRONG",
+            "protocol",
+            "a wrong result that its own untimed check in get turns into a reply that once made"
+            " an uncharged judge fault (an evaluation re-rolled until lucky): charged",
+            also=("WRONG (mismatch)",),
+        ),
+        wrapped(
+            "gen_stop_reading_stdin",
+            "stop_reading_stdin",
+            "WRONG",
+            "timeout",
+            "after its reply to the first call's last read, the harness never reads stdin again"
+            " and writes stderr without end: the next put is a send that times out (it once"
+            " hung the judge for good)",
+        ),
+        wrapped(
             "gen_slower",
             "slower",
             "PASS",

@@ -10,6 +10,8 @@ Standard library and numpy only: it runs in the sandbox, inside the harness proc
 """
 
 import hashlib
+import json
+import sys
 import threading
 import time
 
@@ -59,7 +61,18 @@ def _fit_xor_fold_to_zero(out):
     return out
 
 
-def _patch_harness(function, mode):
+def _off_by_one(function):
+    """``function`` with one value of its result off by one: beyond any sane tolerance."""
+
+    def wrong(*args):
+        out = np.array(function(*args))
+        out.reshape(-1)[0] += 1
+        return out
+
+    return wrong
+
+
+def _patch_harness(function, mode, settings):
     """Rewrite the harness's ``call`` and ``get`` (the candidate's code shares its process)."""
     import __main__ as harness  # the judge's harness, run as ``python -c``
 
@@ -105,6 +118,46 @@ def _patch_harness(function, mode):
         reply["data"] = "AAAA"  # base64 of 3 bytes, whatever was asked for
         return reply
 
+    def huge_shape_get(self):
+        reply = original_get(self)
+        # A size of 0 that no shape numpy can make: its reshape once raised in the judge.
+        reply.update(shape=[0, 2**62], nbytes=0)
+        return reply
+
+    def type_flip_get(self):
+        # The call said ndarray (with its commitment); get says a list, with no layout.
+        return {"ok": True, "inputs": original_get(self)["inputs"], "type": "list"}
+
+    def on_demand_get(self):
+        # A wrong result seen by its own untimed check (the original function's result) turns
+        # into a reply that once made a judge fault: ERROR, never charged, run again.
+        reply = original_get(self)
+        if type(self.result) is np.ndarray:
+            right = np.asarray(function(*self.args))
+            rtol, atol = float(settings["rtol"]), float(settings["atol"])
+            if not np.allclose(self.result, right, rtol=rtol, atol=atol, equal_nan=True):
+                reply.update(shape=[0, 2**62], nbytes=0)
+        return reply
+
+    def deaf_read(self, at):
+        reply = original_read(self, at)
+        if state or at + harness.CHUNK < np.asarray(self.result).nbytes:
+            return reply
+        state["deaf"] = True
+        # The last chunk of the first call: reply on the harness's own protocol stream, then
+        # never read stdin again while writing stderr without end (the next put is the
+        # judge's: a send nobody takes).
+        frame = sys._getframe(1)
+        while frame is not None and "protocol" not in frame.f_locals:
+            frame = frame.f_back
+        protocol = frame.f_locals["protocol"]
+        protocol.write(json.dumps(reply) + "\n")
+        protocol.flush()
+        while True:
+            sys.stderr.write("still here\n")
+            sys.stderr.flush()
+            time.sleep(0.002)
+
     if mode == "defer_to_get_fold_fit":
         harness.Harness.call, harness.Harness.get = defer_call, defer_get
     elif mode == "reply_field_types":
@@ -113,7 +166,29 @@ def _patch_harness(function, mode):
         harness.Harness.get = overflow_get
     elif mode == "short_read":
         harness.Harness.read = short_read
+    elif mode == "huge_shape":
+        harness.Harness.get = huge_shape_get
+    elif mode == "get_type_flip":
+        harness.Harness.get = type_flip_get
+    elif mode == "stop_reading_stdin":
+        harness.Harness.read = deaf_read
+    elif mode == "error_on_demand":
+        harness.Harness.get = on_demand_get
+        return _off_by_one(function)
     return function
+
+
+# The modes that rewrite the harness itself.
+_HARNESS_MODES = (
+    "defer_to_get_fold_fit",
+    "reply_field_types",
+    "shape_overflow",
+    "short_read",
+    "huge_shape",
+    "get_type_flip",
+    "stop_reading_stdin",
+    "error_on_demand",
+)
 
 
 def wrap(function, settings):
@@ -121,10 +196,7 @@ def wrap(function, settings):
     mode = settings["mode"]
     state = {}
 
-    def wrong(*args):
-        out = np.array(function(*args))
-        out.reshape(-1)[0] += 1  # one value off by one: beyond any sane tolerance
-        return out
+    wrong = _off_by_one(function)
 
     def within_tolerance(*args):
         out = function(*args)
@@ -210,8 +282,8 @@ def wrap(function, settings):
     def crash(*args):
         raise RuntimeError("generated mutant: crash")
 
-    if mode in ("defer_to_get_fold_fit", "reply_field_types", "shape_overflow", "short_read"):
-        return _patch_harness(function, mode)
+    if mode in _HARNESS_MODES:
+        return _patch_harness(function, mode, settings)
     return {
         "wrong": wrong,
         "within_tolerance": within_tolerance,

@@ -26,6 +26,7 @@ from tests.support.endpoints.base import (
     Response,
     ScriptedEndpoint,
     Step,
+    content_text,
     new_id,
     pieces,
 )
@@ -126,8 +127,12 @@ class AnthropicEndpoint(ScriptedEndpoint):
             return failure
         model = str(body.get("model") or "claude-sonnet-4-5")
         tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
-        turn = sum(
-            1 for m in body["messages"] if isinstance(m, dict) and m.get("role") == "assistant"
+        messages = [m for m in body["messages"] if isinstance(m, dict)]
+        turn, history = self.turns(
+            [
+                None if m.get("role") == "assistant" else content_text(m.get("content"))
+                for m in messages
+            ]
         )
         if tools:
             index, step = self.step_for(turn)
@@ -162,7 +167,17 @@ class AnthropicEndpoint(ScriptedEndpoint):
         message_id, request_id = new_id("msg_01", 11), new_id("req_011C", 11)
         stream = bool(body.get("stream"))
         self.add_reply(
-            Reply(entry.path, model, index, kind, stream, dict(step.usage), message_id, request_id)
+            Reply(
+                entry.path,
+                model,
+                index,
+                kind,
+                stream,
+                dict(step.usage),
+                message_id,
+                request_id,
+                history,
+            )
         )
         self.log(entry)
         headers = {"request-id": request_id}

@@ -3,8 +3,10 @@ usage ledger.
 
 A :class:`ScriptedEndpoint` is a small threaded HTTP server (standard library only) that a
 vendor's real CLI talks to as if it were the vendor's API. It plays a :class:`Step` per model
-call, chosen by how many replies the conversation in the request already holds (a retried call
-gets the same step again), and records what it reported as usage for every reply it sent, so a
+call, chosen by how many replies the conversation in the request already holds after its last
+keep-going message (a retried call gets the same step again; a session resumed with the
+keep-going message carries its whole history and plays the script from its first step again),
+and records what it reported as usage for every reply it sent, so a
 test can compare that with what the CLI wrote into its own session record.
 
 Every request is logged (method, path, model, the step played, whether the expected key came
@@ -22,10 +24,17 @@ from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
+from arms.prompts import KEEP_GOING, TEMPLATES
+
 # The usage fields every endpoint records, in analysis.tokens.TokenUsage's terms: input is the
 # uncached input, output every generated token (reasoning included), reasoning the part of
 # output that was reasoning.
 USAGE_KEYS = ("input", "cache_read", "cache_write", "output", "reasoning")
+
+# The words the keep-going message opens with (the text before its first colon: the rest names
+# the deadline): a user turn holding them is the supervisor's "carry on" to a resumed or
+# restarted seat, after which the script starts again.
+KEEP_GOING_WORDS = (TEMPLATES / f"{KEEP_GOING}.md").read_text().split(":")[0].strip()
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,10 @@ class Reply:
     usage: dict[str, int]
     response_id: str
     request_id: str
+    # The model's replies in the request's whole history (``step`` counts only those after
+    # the last keep-going message): more than ``step`` when a resumed session carried its
+    # history.
+    history: int = 0
 
 
 @dataclass
@@ -104,6 +117,16 @@ def new_id(prefix: str, n: int = 12) -> str:
     return f"{prefix}{secrets.token_hex(n)}"
 
 
+def content_text(content: Any) -> str:
+    """The text of a message's content: a string, or the ``text`` of each of its parts (a
+    tool's result, which has none, adds nothing)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
 def pieces(text: str) -> list[str]:
     """``text`` cut after each space, as a model streams it (joined, they give it back)."""
     words = text.split(" ")
@@ -128,6 +151,8 @@ class ScriptedEndpoint:
             vendor's error shape (a rate limit or an outage), each logged with that status.
         failure_status: 429 (rate limited), 529 (Anthropic: overloaded), 500, 503, ...
         retry_after: the ``Retry-After`` header sent with each failure ('' for none).
+        restart_on: a user turn holding this text starts the script again: the model replies
+            before it do not count (default: the keep-going message's words; '' for never).
     """
 
     vendor: ClassVar[str] = ""
@@ -142,6 +167,7 @@ class ScriptedEndpoint:
         failures: int = 0,
         failure_status: int = 429,
         retry_after: str = "1",
+        restart_on: str = KEEP_GOING_WORDS,
     ) -> None:
         if not script:
             raise ValueError("an empty script")
@@ -151,6 +177,7 @@ class ScriptedEndpoint:
         self.failures_left = failures
         self.failure_status = failure_status
         self.retry_after = retry_after
+        self.restart_on = restart_on
         self.requests: list[RequestLog] = []
         self.replies: list[Reply] = []
         self._lock = threading.RLock()
@@ -243,6 +270,23 @@ class ScriptedEndpoint:
         headers = {"Retry-After": self.retry_after} if self.retry_after else {}
         body = self.failure_body(self.failure_status)
         return Response(self.failure_status, body, headers=headers)
+
+    def turns(self, history: list[str | None]) -> tuple[int, int]:
+        """Where a conversation stands: the model replies after its last user turn holding
+        :attr:`restart_on` (all of them when none does), and all of its model replies.
+
+        Args:
+            history: the request's conversation in order, one entry per model reply the
+                vendor's endpoint counts (``None``) and per user text (the text).
+        """
+        replies = [i for i, item in enumerate(history) if item is None]
+        restarts = [
+            i
+            for i, item in enumerate(history)
+            if item is not None and self.restart_on and self.restart_on in item
+        ]
+        since = restarts[-1] if restarts else -1
+        return sum(1 for i in replies if i > since), len(replies)
 
     def step_for(self, turn: int) -> tuple[int, Step]:
         index = min(turn, len(self.script) - 1)

@@ -19,7 +19,8 @@ bearer token). A tool call uses the shell function the request declares
 (``run_shell_command``, its ``command`` argument). A request declaring no tools is a side call
 (the CLI's next-speaker check, a session summary, a routing decision): it gets a reply in the
 shape its ``responseJsonSchema`` asks for (or ``OK``), whose usage is recorded like any other.
-The script's step is chosen by how many function calls the request's ``contents`` already holds.
+The script's step is chosen by how many function calls the request's ``contents`` holds after
+its last keep-going message.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tests.support.endpoints.base import (
     Response,
     ScriptedEndpoint,
     Step,
+    content_text,
     new_id,
     pieces,
 )
@@ -95,17 +97,20 @@ def _early_usage(full: dict[str, Any]) -> dict[str, Any]:
     return early
 
 
-def _turn(contents: Any) -> int:
-    """How many function calls the conversation already holds (one per scripted shell step)."""
+def _history(contents: Any) -> list[str | None]:
+    """The conversation as :meth:`ScriptedEndpoint.turns` reads it: a function call (one per
+    scripted shell step) as None, a user turn as its text."""
     if not isinstance(contents, list):
-        return 0
-    return sum(
-        1
-        for content in contents
-        if isinstance(content, dict)
-        for part in content.get("parts") or []
-        if isinstance(part, dict) and isinstance(part.get("functionCall"), dict)
-    )
+        return []
+    history: list[str | None] = []
+    for content in contents:
+        if not isinstance(content, dict):
+            continue
+        parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
+        if content.get("role") == "user":
+            history.append(content_text(parts))
+        history.extend(None for p in parts if isinstance(p.get("functionCall"), dict))
+    return history
 
 
 def _declarations(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -221,11 +226,13 @@ class GeminiEndpoint(ScriptedEndpoint):
         config = body.get("generationConfig") or {}
         thinking = config.get("thinkingConfig") or {}
         if declarations:
-            index, step = self.step_for(_turn(body.get("contents")))
+            turn, history = self.turns(_history(body.get("contents")))
+            index, step = self.step_for(turn)
             kind = step.kind
         else:  # a side call: answered in words (or the JSON it asks for)
             schema = config.get("responseJsonSchema") or config.get("responseSchema")
             answer = json.dumps(_example(schema)) if schema else "OK"
+            history = len([m for m in _history(body.get("contents")) if m is None])
             index, step, kind = -1, Step("text", answer, self.script[-1].usage), "side"
         entry.step = index
         answer_parts: list[dict[str, Any]] = []
@@ -249,7 +256,17 @@ class GeminiEndpoint(ScriptedEndpoint):
         response_id = new_id("", 11)
         request_id = new_id("req_", 16)
         self.add_reply(
-            Reply(entry.path, model, index, kind, stream, dict(step.usage), response_id, request_id)
+            Reply(
+                entry.path,
+                model,
+                index,
+                kind,
+                stream,
+                dict(step.usage),
+                response_id,
+                request_id,
+                history,
+            )
         )
         self.log(entry)
         usage = gemini_usage(step.usage)

@@ -30,6 +30,7 @@ from tests.support.endpoints.base import (
     Reply,
     RequestLog,
     Response,
+    content_text,
     new_id,
     pieces,
 )
@@ -61,14 +62,6 @@ def chat_usage(usage: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
-
-
 class ChatCompletionsEndpoint(OpenAIEndpoint):
     """Args (beyond :class:`ScriptedEndpoint`'s): ``finish``, the command that ends a session
     for the script's final text (None: answer the text alone, as a plain chat model would)."""
@@ -93,7 +86,12 @@ class ChatCompletionsEndpoint(OpenAIEndpoint):
             return failure
         model = str(body.get("model") or self.default_model)
         messages = [m for m in body["messages"] if isinstance(m, dict)]
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        turn, history = self.turns(
+            [
+                None if m.get("role") == "assistant" else content_text(m.get("content"))
+                for m in messages
+            ]
+        )
         first = next((m for m in messages if m.get("role") == "user"), {})
         index, step = self.step_for(turn)
         entry.step = index
@@ -124,10 +122,10 @@ class ChatCompletionsEndpoint(OpenAIEndpoint):
         completion_id, request_id = new_id("chatcmpl-"), new_id("req_", 16)
         reply = Reply(
             entry.path, model, index, step.kind, stream, dict(step.usage), completion_id,
-            request_id,
+            request_id, history,
         )  # fmt: skip
         with self._lock:  # first_user[i] belongs to replies[i]
-            self.first_user.append(_content_text(first.get("content")))
+            self.first_user.append(content_text(first.get("content")))
             self.add_reply(reply)
         self.log(entry)
         response = {

@@ -12,7 +12,7 @@ non-streamed request gets the completed response as one JSON object.
 A tool call uses the shell tool the request offers, whatever this Codex version calls it:
 ``shell_command`` / ``exec_command`` (a string), ``shell`` (an argv), or the built-in
 ``local_shell``. ``GET /v1/models`` lists the models seen. The script's step is chosen by how
-many tool calls the request's ``input`` already holds.
+many tool calls the request's ``input`` holds after its last keep-going message.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tests.support.endpoints.base import (
     Response,
     ScriptedEndpoint,
     Step,
+    content_text,
     new_id,
     pieces,
 )
@@ -69,12 +70,21 @@ def _tool_arguments(tool: dict[str, Any], command: str) -> dict[str, Any]:
     return {"command": command}
 
 
-def _turn(items: Any) -> int:
-    """How many tool calls the conversation already holds (one per scripted shell step)."""
+def _history(items: Any) -> list[str | None]:
+    """The conversation as :meth:`ScriptedEndpoint.turns` reads it: a tool call (one per
+    scripted shell step) as None, a user message as its text."""
     if not isinstance(items, list):
-        return 0
+        return []
     calls = ("function_call", "local_shell_call", "custom_tool_call")
-    return sum(1 for item in items if isinstance(item, dict) and item.get("type") in calls)
+    history: list[str | None] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") in calls:
+            history.append(None)
+        elif item.get("role") == "user" and item.get("type", "message") == "message":
+            history.append(content_text(item.get("content")))
+    return history
 
 
 class OpenAIEndpoint(ScriptedEndpoint):
@@ -149,7 +159,8 @@ class ResponsesEndpoint(OpenAIEndpoint):
             return failure
         model = str(body.get("model") or self.default_model)
         tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
-        index, step = self.step_for(_turn(body.get("input")))
+        turn, history = self.turns(_history(body.get("input")))
+        index, step = self.step_for(turn)
         kind = step.kind
         if not tools and step.kind == "shell":  # a side call: answered in words
             index, step, kind = -1, Step("text", "OK", self.script[-1].usage), "side"
@@ -206,7 +217,17 @@ class ResponsesEndpoint(OpenAIEndpoint):
             )
         stream = bool(body.get("stream"))
         self.add_reply(
-            Reply(entry.path, model, index, kind, stream, dict(step.usage), response_id, request_id)
+            Reply(
+                entry.path,
+                model,
+                index,
+                kind,
+                stream,
+                dict(step.usage),
+                response_id,
+                request_id,
+                history,
+            )
         )
         self.log(entry)
         created = int(time.time())

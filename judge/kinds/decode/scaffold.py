@@ -12,7 +12,7 @@ import re
 import shutil
 from pathlib import Path
 
-FILES = Path(__file__).with_name("decode_scaffold_files")
+FILES = Path(__file__).with_name("scaffold_files")
 
 
 def task_name_for(folder: Path) -> str:

@@ -10,13 +10,11 @@ output on them in this same evaluation.
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
 import statistics
 import threading
 import time
-import traceback
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -31,10 +29,9 @@ import numpy as np
 from omegaconf import DictConfig
 
 from judge.b1 import B1Plan, draw_lone, run_b1, unit_traffic
-from judge.checkout import extract_tree
-from judge.integrity import check_integrity
-from judge.kinds import get_kind
+from judge.kinds.base import TaskKind
 from judge.mutant import candidate_serve
+from judge.pipeline import Run, baseline_scale, checked_tree, retry_limit
 from judge.private import (
     BaselineBuildFailed,
     InputSet,
@@ -55,18 +52,9 @@ from judge.sandbox import (
     Sandbox,
     SandboxContainer,
     answered_retry,
-    fault_reason,
     open_sandbox,
 )
 from judge.verdict import Evaluation, Outcome, Verdict
-
-
-def retry_limit(first_s: float, base_now_s: float, factor: float, floor_s: float) -> float:
-    """The limit of a timed-out candidate request's one retry: ``factor`` times the baseline's
-    time on the same request measured just now, plus ``floor_s``, never below ``first_s`` (the
-    limit from the baseline's set-up time). On a machine that became slower since set-up the
-    baseline is slower now too, and so the limit grows with it."""
-    return max(first_s, factor * base_now_s + floor_s)
 
 
 def transition_walk(sizes: list[int], rng: np.random.Generator, start: int) -> list[int]:
@@ -86,22 +74,6 @@ def transition_walk(sizes: list[int], rng: np.random.Generator, start: int) -> l
         else:
             walk.append(stack.pop())
     return walk[::-1]
-
-
-def checked_tree(run: Any) -> Path:
-    """The job's tree, extracted into ``run.workdir/tree`` and checked against the frozen zone:
-    every kind's first two stages (``checkout``, ``integrity``), timed in ``run.stage``. A run
-    is any of the kinds' per-evaluation objects (``job``, ``task``, ``judge``, ``home``,
-    ``workdir``, ``stage``)."""
-    tree = run.workdir / "tree"
-    shutil.rmtree(tree, ignore_errors=True)
-    with run.stage("checkout"):
-        extract_tree(run.job.repo, run.job.commit, tree, run.judge.max_tree_mb << 20)
-    with run.stage("integrity"):
-        check_integrity(
-            tree, list(run.task.frozen), run.home.frozen_hashes, list(run.task.package_names)
-        )
-    return tree
 
 
 @dataclass
@@ -198,9 +170,10 @@ class Evaluator:
     :meth:`close` removes it, and so does the object's collection or the interpreter's exit.
     """
 
-    def __init__(self, cfg: DictConfig, home: JudgeHome) -> None:
+    def __init__(self, cfg: DictConfig, home: JudgeHome, kind: TaskKind) -> None:
         self.cfg = cfg
         self.home = home
+        self.kind = kind  # the kind passes itself: its metric names the score
         self.warm = WarmBaseline(cfg, home)
         # The previous evaluation's teardown (staged), left running beside the next one's
         # untimed start; in a list the finalizer shares without holding the evaluator.
@@ -244,25 +217,16 @@ def _teardown(sandbox: Sandbox | None, tree: Path) -> None:
     shutil.rmtree(tree, ignore_errors=True)
 
 
-class _Run:
+class _Run(Run):
     def __init__(self, evaluator: Evaluator, job: Job) -> None:
+        super().__init__(evaluator.kind, evaluator.cfg, evaluator.home, job)
         self.evaluator = evaluator
-        self.cfg = evaluator.cfg
-        self.task = evaluator.cfg.task
-        self.judge = evaluator.cfg.judge
-        self.home = evaluator.home
-        self.job = job
-        self.stages: dict[str, float] = {}
         self.stage_engine: dict[str, float] = {}
         # The part of engine_s (and of stage_engine) spent in the baseline's requests: the
         # judge's reference runs, not the candidate's (bench/judge_overhead.py reports it apart).
         self.stage_baseline: dict[str, float] = {}
         self.baseline_engine_s = 0.0
-        self.metrics: dict[str, Any] = {}
-        self.flags: dict[str, Any] = {}
         self.engine_s = 0.0
-        self.log: list[dict[str, Any]] = []
-        self.hidden_sent = False
         self.sandbox: Sandbox | None = None
         self.cand: SandboxContainer | None = None
         self.base: SandboxContainer | None = None
@@ -271,12 +235,6 @@ class _Run:
         self.cand_serve: list[str] = []  # the candidate's serve argv (a timeout's retry uses it)
         self.warm_used = False  # self.base is the evaluator's warm container (staged pipeline)
         self.staged = getattr(self.judge, "pipeline", "staged") != "naive"
-        self.workdir = self.home.evals / f"{job.id}-{job.attempts}"
-        # Timing, B=1, re-check and transition-order draws come from this seed, new for every
-        # evaluation (kept in the private log so an operator can replay them): no prompt that
-        # is timed was ever seen before, by any engine, in any evaluation.
-        self.eval_seed = secrets.randbits(62)
-        self.log.append({"eval_seed": self.eval_seed})
         self.fresh: dict[str, InputSet] = {}
         self.fresh_refs: dict[str, Reference] = {}
         self.fresh_like: dict[str, str] = {}
@@ -285,14 +243,14 @@ class _Run:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        start, engine_before = time.perf_counter(), self.engine_s
-        base_before = self.baseline_engine_s
+        """:meth:`Run.stage`, with the engine seconds (all, and the baseline's) spent in it."""
+        engine_before, base_before = self.engine_s, self.baseline_engine_s
         try:
-            yield
+            with super().stage(name):
+                yield
         finally:
             # Added up: the staged pipeline runs a stage in two parts (correctness).
             for into, value in (
-                (self.stages, time.perf_counter() - start),
                 (self.stage_engine, self.engine_s - engine_before),
                 (self.stage_baseline, self.baseline_engine_s - base_before),
             ):
@@ -343,7 +301,7 @@ class _Run:
         """How many times the candidate's limit the judge's own baseline request may take
         (``baseline_timeout_factor / timeout_factor``, 4 by default): its failure convicts
         nothing and costs the whole evaluation (ERROR, re-queued), so load alone must not."""
-        return max(1.0, self.judge.baseline_timeout_factor / self.judge.timeout_factor)
+        return baseline_scale(self.judge)
 
     def call(
         self, engine: EngineProcess, payload: dict[str, Any], timeout: float, context: str
@@ -652,75 +610,24 @@ class _Run:
 
     # -- stages --------------------------------------------------------------------------
 
-    def execute(self) -> Evaluation:
-        started = time.time()
-        evaluation = Evaluation(
-            job_id=self.job.id,
-            arm=self.job.arm,
-            agent=self.job.agent,
-            commit=self.job.commit,
-            verdict=Verdict.PASS,
-            label=self.job.label,
-            attempts=self.job.attempts,
-            enqueued_at=self.job.enqueued_at,
-            started_at=started,
-            metric=get_kind("decode").metric(self.task).to_dict(),
-        )
-        total_start = time.perf_counter()
-        try:
-            self.pipeline()
-        except Outcome as outcome:
-            evaluation.verdict, evaluation.reason, evaluation.detail = (
-                outcome.verdict,
-                outcome.reason,
-                outcome.detail,
-            )
-            self.flags.update(outcome.flags)
-        except InfrastructureFault as fault:
-            evaluation.verdict, evaluation.reason, evaluation.detail = (
-                Verdict.ERROR,
-                fault_reason(fault),
-                str(fault),
-            )
-        except Exception as exc:  # a judge bug must never be charged to the agent
-            self.log.append({"judge_exception": traceback.format_exc()})
-            evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"
-            evaluation.detail = f"judge fault: {type(exc).__name__}"
-            if not self.hidden_sent:  # after that, its message could quote a hidden input
-                evaluation.detail += f": {exc}"
-        finally:
-            with self.stage("teardown"):
-                if self.warm_used:
-                    self.evaluator.warm.release()
-                    if evaluation.verdict is Verdict.ERROR:  # whatever broke starts afresh
-                        self.evaluator.warm.close()
-                if self.staged:
-                    # The candidate's container goes while the next job's checkout, integrity,
-                    # container start and build run (all untimed): that job settles it first.
-                    self.evaluator.defer(partial(_teardown, self.sandbox, self.workdir / "tree"))
-                else:
-                    _teardown(self.sandbox, self.workdir / "tree")
-        total = time.perf_counter() - total_start
-        self.stages["total"] = round(total, 4)
+    def teardown(self, evaluation: Evaluation) -> None:
+        if self.warm_used:
+            self.evaluator.warm.release()
+            if evaluation.verdict is Verdict.ERROR:  # whatever broke starts afresh
+                self.evaluator.warm.close()
+        if self.staged:
+            # The candidate's container goes while the next job's checkout, integrity,
+            # container start and build run (all untimed): that job settles it first.
+            self.evaluator.defer(partial(_teardown, self.sandbox, self.workdir / "tree"))
+        else:
+            _teardown(self.sandbox, self.workdir / "tree")
+
+    def account(self, total_s: float) -> None:
         self.metrics["engine_s"] = round(self.engine_s, 4)
-        self.metrics["overhead_s"] = round(total - self.engine_s, 4)
+        self.metrics["overhead_s"] = round(total_s - self.engine_s, 4)
         self.metrics["stage_engine_s"] = self.stage_engine
         self.metrics["baseline_engine_s"] = round(self.baseline_engine_s, 4)
         self.metrics["stage_baseline_s"] = self.stage_baseline
-        evaluation.metrics, evaluation.stages, evaluation.flags = (
-            self.metrics,
-            self.stages,
-            self.flags,
-        )
-        evaluation.finished_at = time.time()
-        self.write_log(evaluation)
-        return evaluation
-
-    def write_log(self, evaluation: Evaluation) -> None:
-        """The private record of this evaluation (engine stderr included): for the operator only."""
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        record = {"evaluation": evaluation.to_dict(), "log": self.log}
-        (self.workdir / "log.json").write_text(json.dumps(record, indent=1, default=str))
 
     def pipeline(self) -> None:
         if self.staged:

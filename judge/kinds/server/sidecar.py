@@ -9,7 +9,7 @@ server's loopback, and there is still no route out), while its file system, proc
 namespaces are its own: the candidate's processes cannot see, signal or trace the load
 generator, nor read its code or replies. The sidecar runs the judge's sandbox image and
 interpreter, read-only, with no capabilities, the judge's CPU, and
-:mod:`judge.kinds.server_load` and h11's package (its HTTP parser) mounted read-only
+:mod:`judge.kinds.server.load` and h11's package (its HTTP parser) mounted read-only
 (:meth:`judge.sandbox.base.Sandbox.sidecar`); the judge speaks to it over its stdin/stdout
 (``docker exec`` in the Docker sandbox), one JSON line each way, and its clock is the one that
 measures.
@@ -27,7 +27,7 @@ from typing import Any
 from judge.sandbox import Container, InfrastructureFault
 from judge.sandbox.base import Sandbox
 
-LOADGEN = Path(__file__).with_name("server_load.py")
+LOADGEN = Path(__file__).with_name("load.py")
 LOADGEN_DIR = "/opt/swarmlab-loadgen"
 
 
@@ -110,8 +110,9 @@ class LoadGen:
         """Send one command and return its reply. The load generator is the judge's own code:
         any failure to answer is the judge's fault (InfrastructureFault)."""
         try:
-            self._stream.send((json.dumps(command) + "\n").encode())
-            line = self._stream.read_line(time.perf_counter() + timeout, limit=MAX_REPLY)
+            deadline = time.perf_counter() + timeout
+            self._stream.send((json.dumps(command) + "\n").encode(), deadline)
+            line = self._stream.read_line(deadline, limit=MAX_REPLY)
             reply = json.loads(line)
         except (OSError, TimeoutError, EOFError, ValueError) as exc:
             tail = bytes(self._stream.stderr[-2000:]).decode("utf-8", "replace")

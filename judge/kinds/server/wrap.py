@@ -1,6 +1,6 @@
 """A generated server mutant's proxy (copied into the mutant's tree, run there).
 
-``python -I -B server_wrap.py``: starts the task's real server (``mutant.json``'s ``serve``,
+``python -I -B wrap.py``: starts the task's real server (``mutant.json``'s ``serve``,
 placeholders filled in here) on the next port, and serves the judge's address itself as an
 HTTP proxy in front of it, cheating the way ``mutant.json`` names. It never reads the server's
 source, so it works for a server in any language. Nothing of swarmlab is imported: the

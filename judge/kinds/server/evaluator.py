@@ -2,8 +2,8 @@
 correctness, single-stream latency, timing at the task's concurrency levels.
 
 The candidate's ``serve`` starts an OpenAI-compatible server in its sandbox (no network: its
-loopback only); the judge's load generator (:mod:`judge.kinds.server_load`) reaches it from a
-sidecar that shares only that network namespace (:mod:`judge.kinds.server_sidecar`). The
+loopback only); the judge's load generator (:mod:`judge.kinds.server.load`) reaches it from a
+sidecar that shares only that network namespace (:mod:`judge.kinds.server.sidecar`). The
 frozen baseline server runs the same way in its own sandbox, measured in the same evaluation,
 interleaved, the candidate frozen while the baseline is timed; every limit is relative to it.
 
@@ -14,7 +14,7 @@ interleaved, the candidate frozen while the baseline is timed; every limit is re
   ``server.token_ids: text`` (a server without ids) the generated text is compared instead,
   as its code points, exactly (no margins, no near ties).
 - ``server.endpoint``: ``completions`` or ``chat`` (the load generator's body and chunk
-  parser; :mod:`judge.kinds.server_load`); drift is completions-only.
+  parser; :mod:`judge.kinds.server.load`); drift is completions-only.
 - Drift (``server.correctness: drift``, for servers that are not batch-invariant): per set,
   at least ``server.exact_fraction`` of the requests generate the baseline's ids exactly (else
   WRONG ``mismatch``) AND the candidate's teacher-forced mean per-token log-likelihood of the
@@ -33,14 +33,11 @@ interleaved, the candidate frozen while the baseline is timed; every limit is re
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
 import statistics
 import time
-import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -49,9 +46,10 @@ import numpy as np
 from omegaconf import DictConfig
 
 from judge.b1 import B1Plan, draw_lone, run_b1, unit_traffic
-from judge.evaluation import checked_tree, retry_limit
-from judge.kinds.server_sidecar import LoadGen, ServerProcess
+from judge.kinds.base import TaskKind
+from judge.kinds.server.sidecar import LoadGen, ServerProcess
 from judge.mutant import candidate_serve
+from judge.pipeline import Run, baseline_scale, checked_tree, retry_limit
 from judge.private import (
     BaselineBuildFailed,
     InputSet,
@@ -68,7 +66,6 @@ from judge.sandbox import (
     Sandbox,
     SandboxContainer,
     answered_retry,
-    fault_reason,
     open_sandbox,
 )
 from judge.verdict import Evaluation, Outcome, Verdict
@@ -94,13 +91,6 @@ def serve_argv(sandbox: Sandbox, serve: list[str]) -> list[str]:
 
 
 SERVER_ENV = {"SWARMLAB_SERVER_HOST": HOST, "SWARMLAB_SERVER_PORT": str(PORT)}
-
-
-def baseline_scale(judge: Any) -> float:
-    """How many times the candidate's limit the baseline server's run of the same requests may
-    take (``baseline_timeout_factor / timeout_factor``, as the decode kind's): its timeout
-    convicts nothing and costs the evaluation (ERROR), so load alone must not reach it."""
-    return max(1.0, float(judge.baseline_timeout_factor) / float(judge.timeout_factor))
 
 
 @dataclass
@@ -308,33 +298,22 @@ def margins_array(margins: list[list[float | None]] | None, shape: tuple[int, in
 class ServerEvaluator:
     """Scores jobs of a server task for one judge home. One evaluation at a time."""
 
-    def __init__(self, cfg: DictConfig, home: JudgeHome) -> None:
+    def __init__(self, cfg: DictConfig, home: JudgeHome, kind: TaskKind) -> None:
         self.cfg = cfg
         self.home = home
+        self.kind = kind  # the kind passes itself: its metric names the score
 
     def evaluate(self, job: Job) -> Evaluation:
         return _ServerRun(self, job).execute()
 
 
-class _ServerRun:
+class _ServerRun(Run):
     def __init__(self, evaluator: ServerEvaluator, job: Job) -> None:
-        self.cfg = evaluator.cfg
-        self.task = evaluator.cfg.task
-        self.judge = evaluator.cfg.judge
+        super().__init__(evaluator.kind, evaluator.cfg, evaluator.home, job)
         self.server_cfg = self.task.server
-        self.home = evaluator.home
-        self.job = job
-        self.stages: dict[str, float] = {}
-        self.metrics: dict[str, Any] = {}
-        self.flags: dict[str, Any] = {}
-        self.log: list[dict[str, Any]] = []
-        self.hidden_sent = False
         self.sandbox: Sandbox | None = None
         self.cand: Side | None = None
         self.base: Side | None = None
-        self.workdir = self.home.evals / f"{job.id}-{job.attempts}"
-        self.eval_seed = secrets.randbits(62)
-        self.log.append({"eval_seed": self.eval_seed})
         self.source = str(self.server_cfg.token_ids)
         self.drift = str(self.server_cfg.get("correctness", "tokens")) == "drift"
 
@@ -342,14 +321,6 @@ class _ServerRun:
     def text_mode(self) -> bool:
         """``token_ids: text``: the generated text is compared, as code points, exactly."""
         return self.source == "text"
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.stages[name] = round(time.perf_counter() - start, 4)
 
     # -- talking to the servers ---------------------------------------------------------
 
@@ -685,7 +656,7 @@ class _ServerRun:
         retry: Callable[[float], object],
     ) -> NoReturn:
         """A candidate's run of ``s`` timed out: charge it only if it holds against the
-        baseline now (the decode kind's rule, :func:`judge.evaluation.retry_limit`).
+        baseline now (the decode kind's rule, :func:`judge.kinds.decode.evaluator.retry_limit`).
 
         ``base_now`` runs the same requests on the baseline server now, the candidate frozen,
         and gives its wall time; ``retry`` runs them once more on the candidate under
@@ -766,63 +737,14 @@ class _ServerRun:
 
     # -- stages -------------------------------------------------------------------------
 
-    def execute(self) -> Evaluation:
-        from judge.kinds import get_kind
-
-        started = time.time()
-        evaluation = Evaluation(
-            job_id=self.job.id,
-            arm=self.job.arm,
-            agent=self.job.agent,
-            commit=self.job.commit,
-            verdict=Verdict.PASS,
-            label=self.job.label,
-            attempts=self.job.attempts,
-            enqueued_at=self.job.enqueued_at,
-            started_at=started,
-            metric=get_kind("server").metric(self.task).to_dict(),
-        )
-        total_start = time.perf_counter()
-        try:
-            self.pipeline()
-        except Outcome as outcome:
-            evaluation.verdict, evaluation.reason, evaluation.detail = (
-                outcome.verdict,
-                outcome.reason,
-                outcome.detail,
-            )
-            self.flags.update(outcome.flags)
-        except InfrastructureFault as fault:
-            evaluation.verdict, evaluation.reason = Verdict.ERROR, fault_reason(fault)
-            evaluation.detail = str(fault)
-            if getattr(fault, "private", None) is not None:  # the load generator's own words
-                self.log.append({"fault": str(fault), "private": fault.private})  # type: ignore[attr-defined]
-        except Exception as exc:  # a judge bug must never be charged to the agent
-            self.log.append({"judge_exception": traceback.format_exc()})
-            evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"
-            evaluation.detail = f"judge fault: {type(exc).__name__}"
-            if not self.hidden_sent:
-                evaluation.detail += f": {exc}"
-        finally:
-            with self.stage("teardown"):
-                for side in (self.cand, self.base):
-                    if side is not None:
-                        side.loadgen.close()
-                        side.server.close()
-                if self.sandbox is not None:
-                    self.sandbox.close()
-                shutil.rmtree(self.workdir / "tree", ignore_errors=True)
-        self.stages["total"] = round(time.perf_counter() - total_start, 4)
-        evaluation.metrics, evaluation.stages, evaluation.flags = (
-            self.metrics,
-            self.stages,
-            self.flags,
-        )
-        evaluation.finished_at = time.time()
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        record = {"evaluation": evaluation.to_dict(), "log": self.log}
-        (self.workdir / "log.json").write_text(json.dumps(record, indent=1, default=str))
-        return evaluation
+    def teardown(self, evaluation: Evaluation) -> None:
+        for side in (self.cand, self.base):
+            if side is not None:
+                side.loadgen.close()
+                side.server.close()
+        if self.sandbox is not None:
+            self.sandbox.close()
+        shutil.rmtree(self.workdir / "tree", ignore_errors=True)
 
     def pipeline(self) -> None:
         task, judge = self.task, self.judge

@@ -1,12 +1,12 @@
 """The server kind's load generator: the judge's own client (the standard library and h11).
 
 It runs in a sidecar container that shares only the candidate's (or the baseline's) network
-namespace (``judge.kinds.server_sidecar``), reads one JSON command per line on stdin and
+namespace (``judge.kinds.server.sidecar``), reads one JSON command per line on stdin and
 answers one JSON line on stdout, so it is spoken to exactly like an engine, and measures with
 its own clock. Nothing of swarmlab is imported: the file is mounted read-only into the sidecar
 and run as ``python -I -B server_load.py``, with h11's package mounted read-only in ``lib/``
 beside it. The judge on the host imports it too (tests, bench), and the server kind's mutant
-proxy (``server_wrap.py``) reads its upstream with the same :class:`Exchange`.
+proxy (``judge/kinds/server/wrap.py``) reads its upstream with the same :class:`Exchange`.
 
 HTTP is spoken by h11 (a strict RFC 9112 parser, pure Python, no I/O of its own) over a socket
 of this module's: every response's framing is decoded as the RFC requires of any HTTP/1.1

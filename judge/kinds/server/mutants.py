@@ -1,7 +1,7 @@
 """The server kind's generated mutants: derived from the task itself, no hand-written patch.
 
-Like the decode kind's (``judge.kinds.decode_mutants``), none edits the server's source: the
-frozen-zone ones change the tree; the others add an HTTP proxy (``server_wrap.py``, with the
+Like the decode kind's (``judge.kinds.decode.mutants``), none edits the server's source: the
+frozen-zone ones change the tree; the others add an HTTP proxy (``wrap.py``, with the
 load generator's own client and h11 beside it) in a non-frozen folder, served as
 ``{python} -I -B <folder>/wrap.py``: it starts the task's real ``serve`` on the next port and
 cheats in front of it. The serve override is honoured only for
@@ -68,11 +68,16 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from judge.kinds.decode_mutants import _wrap_dir
-from judge.kinds.server_sidecar import LOADGEN, h11_package
-from judge.mutant import RANDOM_SLOW_FACTOR, Mutant, frozen_zone_mutants, random_slow_margin
+from judge.kinds.server.sidecar import LOADGEN, h11_package
+from judge.mutant import (
+    RANDOM_SLOW_FACTOR,
+    Mutant,
+    frozen_zone_mutants,
+    random_slow_margin,
+    wrap_dir,
+)
 
-WRAPPER = Path(__file__).with_name("server_wrap.py")
+WRAPPER = Path(__file__).with_name("wrap.py")
 CHECK_REASONS = ("mismatch", "protocol", "timeout", "crash", "b1_regression")
 # gen_status_leak's statuses (500 + its hidden token % 100): none may reach the detail.
 LEAK_STATUSES = [str(500 + i) for i in range(100)]
@@ -112,7 +117,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
 
     task = cfg.task
     template = task_root(task) / task.template
-    folder = _wrap_dir(task)
+    folder = wrap_dir(task)
     serve = ["{python}", "-I", "-B", f"{folder}/wrap.py"]
     b1_margin = round(1.0 - float(task.spec.b1_max_regression), 4)
 

@@ -2,7 +2,7 @@
 
 Language-agnostic: none of them edits the engine's source. The frozen-zone ones change the
 tree (a byte of a frozen file, a file added to the frozen zone); the others add a small wrapper
-program (``decode_wrap.py``) in a non-frozen folder of the tree, and the judge serves that
+program (``wrap.py``) in a non-frozen folder of the tree, and the judge serves that
 mutant through it: the wrapper runs the task's real ``serve`` argv as a child and cheats behind
 the protocol (shifted rows, a zeroed tail, stale state across reset, decode done during
 prefill, B=1 twice as slow, lone requests slow only after a batch, at untimed shapes or at
@@ -25,16 +25,19 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
-from judge.integrity import in_zone
-from judge.mutant import RANDOM_SLOW_FACTOR, Mutant, frozen_zone_mutants, random_slow_margin
+from judge.mutant import (
+    RANDOM_SLOW_FACTOR,
+    Mutant,
+    frozen_zone_mutants,
+    random_slow_margin,
+    wrap_dir,
+)
 from judge.private import batch_sizes
 
 if TYPE_CHECKING:
     pass
 
-WRAPPER = Path(__file__).with_name("decode_wrap.py")
-# A top-level name no import can reach (it has a dot), outside any sane frozen zone.
-WRAP_DIRS = (".swarmlab_mutant", ".swarmlab_mutant_wrap")
+WRAPPER = Path(__file__).with_name("wrap.py")
 
 # The decode kind's checks: a catalogue must hold a WRONG with each of these reasons.
 CHECK_REASONS = ("mismatch", "alternating", "prefill_cap", "b1_regression", "timeout")
@@ -48,14 +51,6 @@ def required_reasons(task: DictConfig) -> list[str]:
     if list(task.frozen):
         needed.append("REJECT (frozen_zone)")
     return needed
-
-
-def _wrap_dir(task: DictConfig) -> str:
-    frozen = list(task.frozen)
-    for name in WRAP_DIRS:
-        if not in_zone(f"{name}/wrap.py", frozen):
-            return name
-    raise ValueError(f"task {task.name}: its frozen zone covers every wrapper folder {WRAP_DIRS}")
 
 
 def _add_wrapper(tree: Path, folder: str, settings: dict[str, object]) -> None:
@@ -97,7 +92,7 @@ def generated(cfg: DictConfig) -> list[Mutant]:
 
     task = cfg.task
     template = task_root(task) / task.template
-    folder = _wrap_dir(task)
+    folder = wrap_dir(task)
     serve = ["{python}", "-I", "-B", f"{folder}/wrap.py", *list(task.serve)]
     steps = [int(c.new_tokens) for c in task.cases]
     steps += [
