@@ -23,7 +23,6 @@ import subprocess
 import tempfile
 from collections import deque
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -66,10 +65,11 @@ def _git(repo: Path, *args: str, attributes: bool = False) -> str:
     return result.stdout if result.returncode == 0 else ""
 
 
-@cache
 def _python_attributes() -> str:
     # Git's built-in Python hunk headers name the enclosing def; a bare repository has no
     # .gitattributes, so one is supplied from outside (the run directory is never written).
+    # Checked on every call, not cached: a temporary folder can be emptied under a long-lived
+    # process (a test's tmp dir), and a missing file silently drops every function name.
     path = Path(tempfile.gettempdir()) / "swarmlab-analysis.gitattributes"
     if not path.exists():
         path.write_text("*.py diff=python\n")
