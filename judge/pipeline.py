@@ -59,6 +59,15 @@ def baseline_scale(judge: Any) -> float:
     return max(1.0, float(judge.baseline_timeout_factor) / float(judge.timeout_factor))
 
 
+def attempt_tag(owner: str, job_id: str) -> str:
+    """The name part of one attempt's sandbox containers: ``{owner}-{job}-{6 hex}``, new to
+    every attempt. A re-queued attempt must not reuse its last attempt's names: that attempt's
+    deferred teardown may still be removing them, and Docker refuses a container of a name it
+    is removing (409 "removal of container already in progress"), which turned a load-induced
+    retry into an ERROR. Stale containers are found by their owner label, never by name."""
+    return f"{owner}-{job_id}-{secrets.token_hex(3)}"
+
+
 def checked_tree(run: Any) -> Path:
     """The job's tree, extracted into ``run.workdir/tree`` and checked against the frozen zone:
     every kind's first two stages (``checkout``, ``integrity``), timed in ``run.stage``. A run

@@ -49,7 +49,7 @@ from judge.b1 import B1Plan, draw_lone, run_b1, unit_traffic
 from judge.kinds.base import TaskKind
 from judge.kinds.server.sidecar import LoadGen, ServerProcess
 from judge.mutant import candidate_serve
-from judge.pipeline import Run, baseline_scale, checked_tree, retry_limit
+from judge.pipeline import Run, attempt_tag, baseline_scale, checked_tree, retry_limit
 from judge.private import (
     BaselineBuildFailed,
     InputSet,
@@ -755,7 +755,7 @@ class _ServerRun(Run):
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,
-                tag=f"{self.home.owner}-{self.job.id}",
+                tag=attempt_tag(self.home.owner, self.job.id),
                 runtime=sandbox_runtime(task, self.home),
             )
             cand_box = self.sandbox.container("candidate", tree)
