@@ -67,6 +67,21 @@ def baseline_scale(judge: Any) -> float:
     return max(1.0, float(judge.baseline_timeout_factor) / float(judge.timeout_factor))
 
 
+def pairs_bound_s(
+    pairs: int, cand_s: float, judge: Any, base_runs: int = 1, slack_s: float = 0.0
+) -> float:
+    """The longest ``pairs`` candidate-and-baseline pairs of runs may take when every limit is
+    used whole (for :meth:`Run.wall_bound_s`): in each, the candidate's run at its limit
+    ``cand_s`` and ``base_runs`` of the baseline's at :func:`baseline_scale` times it; once
+    per evaluation (a confirmed or answered timeout ends it), a timeout's confirmation: the
+    baseline once more and the candidate's retry at its :func:`retry_limit`. ``slack_s`` is
+    added to every run (a reply's transfer past its limit)."""
+    base_s = baseline_scale(judge) * cand_s
+    retry_s = retry_limit(cand_s, base_s, float(judge.timeout_factor), float(judge.timeout_floor_s))
+    each = cand_s + base_runs * base_s + (1 + base_runs) * slack_s
+    return pairs * each + base_s + retry_s + 2 * slack_s
+
+
 def attempt_tag(owner: str, job_id: str) -> str:
     """The name part of one attempt's sandbox containers: ``{owner}-{job}-{6 hex}``, new to
     every attempt. A re-queued attempt must not reuse its last attempt's names: that attempt's
