@@ -35,6 +35,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -186,6 +187,17 @@ class Run:
         loads = 2 * baseline_scale(judge) * float(judge.load_timeout_s)
         return SETUP_S + 2 * float(judge.build_timeout_s) + loads + DEFAULT_WORK_S
 
+    def watchdog_bound_s(self) -> float:
+        """:meth:`wall_bound_s`; a backstop never fails an evaluation, so one the kind cannot
+        compute (a judge bug, said in the private log) is the default, or failing that
+        :data:`SETUP_S` + :data:`DEFAULT_WORK_S`."""
+        for bound in (self.wall_bound_s, partial(Run.wall_bound_s, self)):
+            try:
+                return float(bound())
+            except Exception:
+                self.log.append({"watchdog_bound": traceback.format_exc()})
+        return SETUP_S + DEFAULT_WORK_S
+
     def hang_up(self) -> None:
         """End every process this run holds (the watchdog's, from its own thread): a send or
         read blocked on one fails at once. This default hangs up the engines of
@@ -225,7 +237,7 @@ class Run:
         )
         total_start = time.perf_counter()
         try:
-            self._watchdog = threading.Timer(self.wall_bound_s(), self.overrun)
+            self._watchdog = threading.Timer(self.watchdog_bound_s(), self.overrun)
             self._watchdog.daemon = True
             self._watchdog.start()
             self.pipeline()

@@ -168,3 +168,13 @@ def test_the_default_bound_covers_the_judges_timeouts(tmp_path):
     judge = JudgeConfig()
     limits = 2 * judge.build_timeout_s + 2 * baseline_scale(judge) * judge.load_timeout_s
     assert run.wall_bound_s() >= SETUP_S + limits
+
+
+def test_a_bound_the_kind_cannot_compute_falls_back_and_fails_nothing(tmp_path):
+    class BrokenBound(ToyRun):
+        def wall_bound_s(self) -> float:
+            raise KeyError("case:fake")  # e.g. a home without the set the bound looks up
+
+    run, evaluation, log = _evaluate(tmp_path, lambda run: None, BrokenBound)
+    assert evaluation.verdict is Verdict.PASS and run.watchdog_bound_s() == Run.wall_bound_s(run)
+    assert any("case:fake" in entry.get("watchdog_bound", "") for entry in log["log"])

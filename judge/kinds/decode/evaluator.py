@@ -649,7 +649,9 @@ class _Run(Run):
         floor = float(judge.timeout_floor_s)
         run_s = 3 * floor  # a set run is a prefill, a decode and a reset, each over the floor
         for name, ref in self.home.references.items():
-            like = self.home.inputs[name]
+            like = self.home.inputs.get(name)
+            if like is None:  # a reference made in this evaluation only: sized from its like
+                continue
             forwards = max(1.0, rows * prompt / max(1, sum(map(len, like.prompts))))
             decodes = max(1.0, rows * steps / max(1, like.batch * like.new_tokens))
             work_s = ref.prefill_s * forwards + ref.decode_s * decodes

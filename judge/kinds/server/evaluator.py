@@ -763,7 +763,9 @@ class _ServerRun(Run):
         factor, floor = float(judge.timeout_factor), float(judge.timeout_floor_s)
         run_s = factor * 60.0 + floor  # run_timeout's own, for a home without the shapes
         for name, ref in self.home.references.items():
-            like = self.home.inputs[name]
+            like = self.home.inputs.get(name)
+            if like is None:  # a reference made in this evaluation only: sized from its like
+                continue
             scale = max(1.0, steps / max(1, like.new_tokens)) * max(1.0, rows / max(1, like.batch))
             run_s = max(run_s, factor * ref.decode_s * scale + floor)
         plan = B1Plan.of(task.b1, float(judge.b1_alpha))
