@@ -535,6 +535,7 @@ def test_the_watchdog_bound_covers_the_plan_and_hangs_up_every_engine(cfg, tmp_p
     engine = SimpleNamespace(hang_up=lambda: hung.append("engine"))
     evaluator = KernelEvaluator(cfg, SimpleNamespace(evals=tmp_path), get_kind("kernel"))  # type: ignore[arg-type]
     run = _Run(evaluator, SimpleNamespace(id=1, attempts=1))  # type: ignore[arg-type]
+    assert run.wall_bound_s() >= bound  # the skeleton's watchdog: the plan, set-up and builds
     run.sandbox = SimpleNamespace(containers=[SimpleNamespace(processes=[engine, engine])])  # type: ignore[assignment]
     run.overrun()
     assert run.overdue and hung == ["engine", "engine"]

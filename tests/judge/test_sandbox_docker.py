@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from judge.config import SandboxConfig
-from judge.sandbox import EngineFailure, Sandbox, judge_cpuset
+from judge.pipeline import attempt_tag
+from judge.sandbox import EngineFailure, Sandbox, judge_cpuset, remove_stale_sandboxes
 from tasks.schema import PROJECT_ROOT
 from tests.support.sandbox import kill_script, script_tree
 from tests.support.unique import SESSION
@@ -330,3 +332,27 @@ def test_frozen_freezes_every_process_and_thaws_them(tmp_path, freezer):
         assert reply["tokens"].tolist() == [[1, 1]]
     finally:
         sandbox.close()
+
+
+def test_a_requeued_attempt_starts_while_the_last_ones_teardown_still_runs(tmp_path):
+    """A re-queued attempt of a job opens its sandbox while the last attempt's deferred
+    teardown may still be removing that one's containers. Both once had the name
+    ``{owner}-{job}``: the new start removed the old container by name as Docker was removing
+    it (409 "removal of container already in progress"), an ERROR for a load-induced retry.
+    Every attempt's names are its own now; a dead worker's are still found by their label."""
+    owner = f"requeue-{SESSION}"
+    tree = script_tree(tmp_path, {"idle.py": "pass\n"})
+    first = Sandbox(SandboxConfig(), "cpu", owner=owner, tag=attempt_tag(owner, "7"))
+    second = Sandbox(SandboxConfig(), "cpu", owner=owner, tag=attempt_tag(owner, "7"))
+    try:
+        first.container("candidate", tree)
+        lazy = threading.Thread(target=first.close)  # the staged pipeline's deferred teardown
+        lazy.start()
+        box = second.container("candidate", tree)
+        lazy.join()
+        assert box.alive() and not first.containers
+        assert remove_stale_sandboxes(owner, "cpu") == 1  # by the owner's label, not a name
+        assert not box.alive()
+    finally:
+        first.close()
+        second.close()

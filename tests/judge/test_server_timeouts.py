@@ -275,3 +275,65 @@ def test_a_stub_slow_on_its_first_request_in_every_attempt_and_a_hanging_one_are
     assert queue.requeue_reasons(jobs[1]) == []
     assert (hanging.verdict, hanging.reason) == (Verdict.WRONG, "timeout"), hanging.detail
     assert "first try" in hanging.detail and "the baseline's" in hanging.detail
+
+
+def test_the_watchdog_bound_covers_every_limit_of_the_plan(tmp_path):
+    """The skeleton's watchdog (``Run.wall_bound_s``) must never cut a sound server evaluation:
+    its bound is at least the sum of the plan's limits, every run at the deadline its load
+    generator is given (the baseline's scaled), both servers' readiness and both builds."""
+    from judge.b1 import B1Plan, lone_shapes
+    from judge.kinds import get_kind
+    from judge.kinds.server.evaluator import LOADGEN_SLACK_S, ServerEvaluator
+
+    cfg = compose_judge_config(["task=serve_cpu"])
+    task, judge = cfg.task, cfg.judge
+    sets = {
+        "shape:b1": InputSet("shape:b1", [[1, 2, 3]], 16),
+        "shape:timing": InputSet("shape:timing", [[1, 2, 3]] * 4, 16),
+    }
+    for case in task.cases:
+        for prefix in ("case", "confirm"):
+            name = f"{prefix}:{case.name}"
+            sets[name] = InputSet(name, [[1, 2, 3]] * int(case.batch), int(case.new_tokens))
+    refs = {
+        name: Reference(np.ones((s.batch, s.new_tokens), dtype=np.int64), None, 0.1, 0.5 * s.batch)
+        for name, s in sets.items()
+    }
+    home = SimpleNamespace(references=refs, inputs=sets, evals=tmp_path)
+    evaluator = ServerEvaluator(cfg, home, get_kind("server"))  # type: ignore[arg-type]
+    run = _ServerRun(evaluator, SimpleNamespace(id=1, attempts=1))  # type: ignore[arg-type]
+    scale = baseline_scale(judge)
+
+    def pair(s: InputSet) -> float:  # the candidate's run and the baseline's, each called
+        return (1 + scale) * run.run_timeout(s) + 2 * LOADGEN_SLACK_S
+
+    runs = [pair(sets[f"{p}:{c.name}"]) for c in task.cases for p in ("case", "confirm")]
+    plan = B1Plan.of(task.b1, float(judge.b1_alpha))
+    level, hi = int(task.timing.batch), lone_shapes(task)[1][1]
+    burst = InputSet("burst", [[1]] * level, int(task.alternating.new_tokens))
+    unit = plan.per_unit * pair(InputSet("lone", [[1]], hi)) + pair(burst)
+    runs += [unit] * plan.max_units
+    for c in run.concurrencies():
+        timed = InputSet("timing", [[1]] * c, int(task.timing.new_tokens))
+        runs += [pair(timed)] * int(task.timing.runs)
+    ready = 2 * float(task.server.ready_timeout_s)
+    assert run.wall_bound_s() >= sum(runs) + ready + 2 * judge.build_timeout_s
+
+
+def test_an_overrun_hangs_up_both_servers_and_load_generators(tmp_path):
+    """The watchdog's hang-up reaches what a server evaluation holds beyond its sandbox's
+    engines: a call blocked on a load generator (or a server's drain) fails at once."""
+    hung: list[str] = []
+    run, _, _, _ = toy_run(Machine())
+    run.sandbox = None
+    for side in (run.cand, run.base):
+        assert side is not None
+        side.server = SimpleNamespace(hang_up=lambda s=side: hung.append(f"{s.label} server"))
+        side.loadgen = SimpleNamespace(hang_up=lambda s=side: hung.append(f"{s.label} loadgen"))
+    run.overrun()
+    assert run.overdue and sorted(hung) == [
+        "baseline loadgen",
+        "baseline server",
+        "candidate loadgen",
+        "candidate server",
+    ]

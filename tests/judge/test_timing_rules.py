@@ -357,3 +357,25 @@ def test_the_run_seed_picks_the_stored_sets() -> None:
         runs = [compose(config_name="runner", overrides=[f"seed={s}"]) for s in (3, 4)]
     seeds = [judge_app_config(run).judge.sets_seed for run in runs]
     assert seeds == [3, 4]
+
+
+def test_the_watchdog_bound_covers_every_limit_of_the_plan(cfg, tmp_path, monkeypatch) -> None:
+    """The skeleton's watchdog (``Run.wall_bound_s``) must never cut a sound evaluation: its
+    bound is at least the sum of every request's limit (the baseline's scaled) over a whole
+    pass of the plan's stages."""
+    limits: list[float] = []
+    request = ToyEngine.request
+
+    def counted(self, payload: dict, timeout: float, vocab: int | None = None):
+        limits.append(timeout)
+        return request(self, payload, timeout, vocab)
+
+    monkeypatch.setattr(ToyEngine, "request", counted)
+    run, box = make_run(cfg, toy_home(cfg, tmp_path))
+    engine = box.engine([], "batched")
+    run.correctness(engine)
+    run.alternating([])
+    run.b1_pairs([])
+    run.timing(engine)
+    assert len(limits) > 100  # every stage ran its requests
+    assert run.wall_bound_s() >= sum(limits) + 2 * cfg.judge.build_timeout_s

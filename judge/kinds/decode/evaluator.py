@@ -31,7 +31,15 @@ from omegaconf import DictConfig
 from judge.b1 import B1Plan, draw_lone, run_b1, unit_traffic
 from judge.kinds.base import TaskKind
 from judge.mutant import candidate_serve
-from judge.pipeline import Run, baseline_scale, checked_tree, retry_limit
+from judge.pipeline import (
+    SETUP_S,
+    Run,
+    attempt_tag,
+    baseline_scale,
+    checked_tree,
+    pairs_bound_s,
+    retry_limit,
+)
 from judge.private import (
     BaselineBuildFailed,
     InputSet,
@@ -74,6 +82,11 @@ def transition_walk(sizes: list[int], rng: np.random.Generator, start: int) -> l
         else:
             walk.append(stack.pop())
     return walk[::-1]
+
+
+# What closing an engine process may take (``EngineProcess.close``'s wait), and then some: the
+# watchdog's bound counts it once per process.
+CLOSE_S = 10.0
 
 
 @dataclass
@@ -622,6 +635,55 @@ class _Run(Run):
         else:
             _teardown(self.sandbox, self.workdir / "tree")
 
+    def wall_bound_s(self) -> float:
+        """The watchdog's bound (:meth:`Run.wall_bound_s`): the sum of this plan's limits, each
+        used whole. Every run of a set (stored, or drawn like one) is bounded by the worst
+        stored set scaled to the task's largest batch, prompt and output; every pair as
+        :func:`pairs_bound_s` (a timeout's confirmation and its fresh process included);
+        every engine process's load at the baseline's limit; two builds; the untimed set-up."""
+        task, judge = self.task, self.judge
+        groups = [*task.cases, task.timing, task.b1, task.alternating]
+        rows = max(batch_sizes(task))
+        prompt = max(int(g.prompt_len[1]) for g in groups)
+        steps = max(int(g.new_tokens) for g in groups)
+        floor = float(judge.timeout_floor_s)
+        run_s = 3 * floor  # a set run is a prefill, a decode and a reset, each over the floor
+        for name, ref in self.home.references.items():
+            like = self.home.inputs.get(name)
+            if like is None:  # a reference made in this evaluation only: sized from its like
+                continue
+            forwards = max(1.0, rows * prompt / max(1, sum(map(len, like.prompts))))
+            decodes = max(1.0, rows * steps / max(1, like.batch * like.new_tokens))
+            work_s = ref.prefill_s * forwards + ref.decode_s * decodes
+            run_s = max(run_s, float(judge.timeout_factor) * work_s + 3 * floor)
+        rechecks = int(judge.prefill_recheck_runs)
+        plan = B1Plan.of(task.b1, float(judge.b1_alpha))
+        transitions = 1 + max(0, int(task.alternating.rounds)) * len(batch_sizes(task)) ** 2
+        pairs = (
+            2 * len(task.cases) * (1 + rechecks)  # every case and its confirmation set
+            + transitions
+            + plan.max_units * 2 * plan.per_unit  # lone runs and the batches among them
+            + int(task.timing.runs) * (1 + rechecks)
+        )
+        # The batched, baseline and transition processes, two per B=1 unit, and a timeout's
+        # one retry process; each closed within CLOSE_S.
+        loads = 3 + 2 * plan.max_units + 1
+        load_s = baseline_scale(judge) * float(judge.load_timeout_s) + CLOSE_S
+        return (
+            SETUP_S
+            + 2 * float(judge.build_timeout_s)
+            + loads * load_s
+            + pairs_bound_s(pairs, run_s, judge)
+        )
+
+    def hang_up(self) -> None:
+        """:meth:`Run.hang_up`, and the baseline's engines where it is the warm container."""
+        super().hang_up()
+        if self.base is not None:
+            for process in list(self.base.processes):
+                with suppress(Exception):
+                    process.hang_up()
+
     def account(self, total_s: float) -> None:
         self.metrics["engine_s"] = round(self.engine_s, 4)
         self.metrics["overhead_s"] = round(total_s - self.engine_s, 4)
@@ -646,7 +708,7 @@ class _Run(Run):
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,
-                tag=f"{self.home.owner}-{self.job.id}",
+                tag=attempt_tag(self.home.owner, self.job.id),
                 runtime=sandbox_runtime(task, self.home),
                 freezer="api",
             )
@@ -716,7 +778,7 @@ class _Run(Run):
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,
-                tag=f"{self.home.owner}-{self.job.id}",
+                tag=attempt_tag(self.home.owner, self.job.id),
                 runtime=sandbox_runtime(task, self.home),
             )
             self.cand = self.sandbox.container("candidate", tree)

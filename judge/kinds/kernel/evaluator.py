@@ -39,7 +39,6 @@ import math
 import re
 import secrets
 import statistics
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -52,7 +51,7 @@ from omegaconf import DictConfig
 from judge.kinds.base import TaskKind
 from judge.kinds.kernel.config import KernelConfig, KernelTaskError, draw_inputs, kernel_config
 from judge.kinds.kernel.harness import CHUNK, commit, keystream
-from judge.pipeline import Run, checked_tree
+from judge.pipeline import SETUP_S, Run, checked_tree
 from judge.private import JudgeHome, derive_seed, sandbox_runtime
 from judge.protocol import EngineFailure
 from judge.queue import Job
@@ -208,7 +207,8 @@ def result_layout(got: dict[str, Any]) -> tuple[np.dtype, list[int], int]:
 def wall_bound_s(config: KernelConfig) -> float:
     """The longest the engines' part of an evaluation (load and calls) can take when every
     request takes its whole limit: the sum of the plan's limits. Past it the judge has waited
-    on something with no deadline (a judge bug): the watchdog hangs the engines up.
+    on something with no deadline (a judge bug): the skeleton's watchdog hangs the engines up
+    (:meth:`judge.pipeline.Run.overrun`).
     """
     reads = -(-MAX_RESULT_BYTES // CHUNK)  # a result's reads, at most
     candidate_call = config.timeout_factor * BASELINE_CALL_S + config.timeout_floor_s
@@ -289,15 +289,20 @@ class _Run(Run):
         super().__init__(evaluator.kind, evaluator.cfg, evaluator.home, job)
         self.evaluator = evaluator
         self.sandbox: Sandbox | None = None
-        self.watchdog: threading.Timer | None = None
-        self.overdue = False
+
+    def wall_bound_s(self) -> float:
+        """The skeleton's watchdog bound (:meth:`Run.wall_bound_s`): the untimed set-up, the
+        two builds at their limit, and the engines' part at its plan's limits
+        (:func:`wall_bound_s`); a task whose plan cannot be read gets the default (its
+        pipeline says why at once)."""
+        try:
+            config = kernel_config(self.task)
+        except KernelTaskError:
+            return super().wall_bound_s()
+        builds = 2 * float(self.judge.build_timeout_s) if self.task.build else 0.0
+        return SETUP_S + builds + wall_bound_s(config)
 
     def teardown(self, evaluation: Evaluation) -> None:
-        if self.watchdog is not None:
-            self.watchdog.cancel()
-        if self.overdue:  # whatever failure the hang-up caused, it was the judge's wait
-            evaluation.verdict, evaluation.reason = Verdict.ERROR, "judge"
-            evaluation.detail = "judge fault: the evaluation overran its plan's limits"
         if self.sandbox is not None:
             for box in self.sandbox.containers:
                 for process in box.processes:
@@ -329,11 +334,6 @@ class _Run(Run):
                 self.build(base, baseline=True)
                 self.build(cand, baseline=False)
         argv = [self.sandbox.python, "-I", "-B", "-c", HARNESS.read_text(), config.function]
-        # A backstop: every send and read on an engine has a deadline, so this never fires
-        # unless the judge waits somewhere without one; then it unblocks the judge.
-        self.watchdog = threading.Timer(wall_bound_s(config), self.overrun)
-        self.watchdog.daemon = True
-        self.watchdog.start()
         with self.stage("load"):
             baseline = _Side("baseline", base, base.engine(argv, "baseline"))
             candidate = _Side("candidate", cand, cand.engine(argv, "candidate"))
@@ -358,16 +358,6 @@ class _Run(Run):
             }
         )
         self.log.append({"candidate_s": candidate.times, "baseline_s": baseline.times})
-
-    def overrun(self) -> None:
-        """The watchdog's: hang up every engine (a blocked send or read on one fails at once),
-        and mark the evaluation a judge fault (``execute``)."""
-        self.overdue = True
-        self.log.append({"watchdog": "the evaluation overran its plan's limits"})
-        if self.sandbox is not None:
-            for box in self.sandbox.containers:
-                for process in box.processes:
-                    process.hang_up()
 
     def build(self, box: SandboxContainer, baseline: bool) -> None:
         assert self.sandbox is not None

@@ -38,6 +38,7 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -49,7 +50,15 @@ from judge.b1 import B1Plan, draw_lone, run_b1, unit_traffic
 from judge.kinds.base import TaskKind
 from judge.kinds.server.sidecar import LoadGen, ServerProcess
 from judge.mutant import candidate_serve
-from judge.pipeline import Run, baseline_scale, checked_tree, retry_limit
+from judge.pipeline import (
+    SETUP_S,
+    Run,
+    attempt_tag,
+    baseline_scale,
+    checked_tree,
+    pairs_bound_s,
+    retry_limit,
+)
 from judge.private import (
     BaselineBuildFailed,
     InputSet,
@@ -70,6 +79,9 @@ from judge.sandbox import (
 )
 from judge.verdict import Evaluation, Outcome, Verdict
 
+# A load generator's call may take this long past its run's limit (its reply, the judge's own
+# code's time): the watchdog's bound counts it once per run.
+LOADGEN_SLACK_S = 60.0
 HOST = "127.0.0.1"
 PORT = 8000
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -425,7 +437,7 @@ class _ServerRun(Run):
             "endpoint": str(self.server_cfg.get("endpoint", "completions")),
             "timeout_s": timeout,
         }
-        reply = side.loadgen.call(command, timeout=timeout + 60.0)
+        reply = side.loadgen.call(command, timeout=timeout + LOADGEN_SLACK_S)
         results = reply.get("results") or []
         failed = [r for r in results if not r.get("ok")]
         if failed or len(results) != s.batch:
@@ -604,7 +616,7 @@ class _ServerRun(Run):
             "teacher_forcing": str(self.server_cfg.get("teacher_forcing", "echo")),
             "timeout_s": timeout,
         }
-        reply = side.loadgen.call(command, timeout=timeout + 60.0)
+        reply = side.loadgen.call(command, timeout=timeout + LOADGEN_SLACK_S)
         results = reply.get("results") or []
         failed = [r for r in results if not r.get("ok")]
         if failed or len(results) != s.batch:
@@ -737,6 +749,49 @@ class _ServerRun(Run):
 
     # -- stages -------------------------------------------------------------------------
 
+    def wall_bound_s(self) -> float:
+        """The watchdog's bound (:meth:`Run.wall_bound_s`): the sum of this plan's limits, each
+        used whole. Every run (stored set or drawn) is bounded by :meth:`run_timeout` at the
+        task's largest concurrency and output against every stored set; every pair as
+        :func:`pairs_bound_s` (the baseline twice: a near tie's margins re-run) with the load
+        generator's slack over each limit; both servers'
+        readiness; two builds; the untimed set-up."""
+        task, judge = self.task, self.judge
+        groups = [*task.cases, task.timing, task.b1, task.alternating]
+        rows = max([*self.concurrencies(), *(int(c.batch) for c in task.cases)])
+        steps = max(int(g.new_tokens) for g in groups)
+        factor, floor = float(judge.timeout_factor), float(judge.timeout_floor_s)
+        run_s = factor * 60.0 + floor  # run_timeout's own, for a home without the shapes
+        for name, ref in self.home.references.items():
+            like = self.home.inputs.get(name)
+            if like is None:  # a reference made in this evaluation only: sized from its like
+                continue
+            scale = max(1.0, steps / max(1, like.new_tokens)) * max(1.0, rows / max(1, like.batch))
+            run_s = max(run_s, factor * ref.decode_s * scale + floor)
+        plan = B1Plan.of(task.b1, float(judge.b1_alpha))
+        pairs = (
+            3 * 2 * len(task.cases)  # every case and its confirmation set (drift: 3 runs each)
+            + plan.max_units * (plan.per_unit + 1)  # lone pairs and a burst per unit
+            + len(self.concurrencies()) * int(task.timing.runs)
+        )
+        ready_s = 2 * (float(self.server_cfg.ready_timeout_s) + 2 * LOADGEN_SLACK_S)
+        return (
+            SETUP_S
+            + 2 * float(judge.build_timeout_s)
+            + ready_s
+            + pairs_bound_s(pairs, run_s, judge, base_runs=2, slack_s=LOADGEN_SLACK_S)
+        )
+
+    def hang_up(self) -> None:
+        """:meth:`Run.hang_up`, and both sides' servers and load generators (their processes
+        are attached, not engines of a container): a call blocked on one fails at once."""
+        super().hang_up()
+        for side in (self.cand, self.base):
+            if side is not None:
+                for part in (side.loadgen, side.server):
+                    with suppress(Exception):
+                        part.hang_up()
+
     def teardown(self, evaluation: Evaluation) -> None:
         for side in (self.cand, self.base):
             if side is not None:
@@ -755,7 +810,7 @@ class _ServerRun(Run):
                 judge.sandbox,
                 judge.device,
                 owner=self.home.owner,
-                tag=f"{self.home.owner}-{self.job.id}",
+                tag=attempt_tag(self.home.owner, self.job.id),
                 runtime=sandbox_runtime(task, self.home),
             )
             cand_box = self.sandbox.container("candidate", tree)

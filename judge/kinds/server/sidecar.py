@@ -76,6 +76,12 @@ class ServerProcess:
         except Exception as exc:
             raise InfrastructureFault(f"could not inspect the {self.label} server: {exc}") from exc
 
+    def hang_up(self) -> None:
+        """End the server's input and the judge's reading of its output (``_Stream.hang_up``);
+        its container stays for the teardown. Safe to repeat (the watchdog's, from its own
+        thread)."""
+        self._stream.hang_up()
+
     def close(self) -> None:
         """Drop the judge's end; the process goes with its container. Hung up first: a
         server logging on once the drain stops would otherwise hold up its container's removal
@@ -130,6 +136,11 @@ class LoadGen:
         fault = InfrastructureFault(f"the {self.role} load generator {what}")
         fault.private = private  # type: ignore[attr-defined]
         return fault
+
+    def hang_up(self) -> None:
+        """End the load generator's input and the judge's reading of its replies: a call
+        blocked on it fails at once (``_Stream.hang_up``). Safe to repeat."""
+        self._stream.hang_up()
 
     def close(self) -> None:
         self._process.close()
