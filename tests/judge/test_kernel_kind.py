@@ -572,3 +572,34 @@ def test_the_watchdog_bound_covers_the_plan_and_hangs_up_every_engine(cfg, tmp_p
     run.sandbox = SimpleNamespace(containers=[SimpleNamespace(processes=[engine, engine])])  # type: ignore[assignment]
     run.overrun()
     assert run.overdue and hung == ["engine", "engine"]
+
+
+def test_new_task_writes_a_kernel_task_whose_catalogue_is_complete(tmp_path: Path) -> None:
+    """``python -m judge new-task DIR --kind kernel`` (a real subprocess): a folder that
+    composes as a kernel task, none of the prompt fields, its generated catalogue complete
+    (its preflight in Docker: docs/kinds-kernel.md); a folder that holds something is refused."""
+    target = tmp_path / "my kern"
+    done = subprocess.run(
+        [sys.executable, "-m", "judge", "new-task", str(target), "--kind", "kernel"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == target.resolve()
+    cfg = compose_judge_config([f"task={target}", f"judge.private_dir={tmp_path / 'judge'}"])
+    assert cfg.task.name == "my_kern" and cfg.task.kind == "kernel"
+    assert not {"inputs", "serve", "vocab", "cases"} & set(cfg.task)
+    assert kernel_config(cfg.task).function == "kernel.py:softmax"
+    mutants = catalogue(cfg)
+    assert {m.source for m in mutants} == {"generated"}
+    assert catalogue_problem(cfg, mutants) is None
+    again = subprocess.run(
+        [sys.executable, "-m", "judge", "new-task", str(target), "--kind", "kernel"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 2 and "is not empty" in again.stderr

@@ -56,6 +56,17 @@ class KernelKind:
 
         return generated(cfg)
 
+    def scaffold(self, target: Path, name: str | None = None) -> Path:
+        """Write a working task folder of this kind into ``target`` (``new-task``): a row-wise
+        softmax in numpy, a Python loop over rows to start from.
+
+        Raises:
+            FileExistsError: ``target`` exists and is not an empty folder.
+        """
+        from judge.kinds.scaffold import write_scaffold
+
+        return write_scaffold(Path(__file__).with_name("scaffold_files"), target, name)
+
     def required_reasons(self, task: DictConfig) -> list[str]:
         """The verdicts a preflight catalogue must hold once each (one per check)."""
         from judge.kinds.kernel.mutants import required_reasons
