@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -40,6 +41,9 @@ from judge.sandbox import (
     sandbox_python,
 )
 from tasks.schema import PROJECT_ROOT, task_root
+
+if TYPE_CHECKING:
+    from judge.kinds.base import TaskKind
 
 # 2: per-sets_seed stored sets; timing, B=1 and re-check prompts drawn per evaluation.
 # 3: a transition set more per batch size (the walk takes same-size transitions too).
@@ -137,8 +141,7 @@ def task_fingerprint(cfg: DictConfig) -> str:
     # orphaned and no set-up re-run (an old run directory's jobs keep their settings hash).
     settings.setdefault("server", None)
     digest.update(json.dumps(settings, sort_keys=True).encode())
-    inputs = task_root(cfg.task) / str(cfg.task.inputs).partition(":")[0]
-    if inputs.suffix == ".py" and inputs.is_file():
+    for inputs in _kind(cfg.task).inputs_files(cfg.task):
         digest.update(b"inputs\0" + inputs.read_bytes())
     sandbox = cfg.judge.sandbox
     digest.update(
@@ -220,8 +223,21 @@ def _shape_problem(
 
 
 def check_inputs(task: DictConfig) -> str | None:
-    """Why the task's input generator is unusable, tried on a tiny draw (two prompts in the
-    first case's lengths), or None. Run when a config is composed, before any folder is made."""
+    """Why the task's inputs are unusable (its kind's ``check_inputs``: a prompt kind tries its
+    generator on a tiny draw), or None; None too for a task of no known kind (composing it says
+    so). Run when a config is composed, before any folder is made."""
+    from judge.kinds import kind_of
+
+    try:
+        kind = kind_of(task)
+    except KeyError:
+        return None
+    return kind.check_inputs(task)
+
+
+def check_prompt_inputs(task: DictConfig) -> str | None:
+    """Why a prompt task's input generator is unusable, tried on a tiny draw (two prompts in
+    the first case's lengths), or None (``judge.kinds.prompt.PromptKind.check_inputs``)."""
     prompt_len = task.cases[0].prompt_len if task.cases else [1, 4]
     try:
         draw_set(task, 0, "check", 2, prompt_len, 1)
@@ -335,7 +351,11 @@ def home_path(cfg: DictConfig) -> Path:
 
 def setup(cfg: DictConfig, progress: Progress = _quiet) -> JudgeHome:
     """Return the judge's private folder for this task, creating it if needed, with the
-    stored sets of ``cfg.judge.sets_seed`` (made on first use: the baseline run over them)."""
+    stored sets of ``cfg.judge.sets_seed`` (made on first use: the baseline run over them).
+
+    What is stored is the task's kind's: its ``stored_sets`` (a prompt kind's correctness
+    sets; none for a kind that draws every input per evaluation) and its
+    ``baseline_references`` to them."""
     root = home_path(cfg)
     sets_seed = int(cfg.judge.get("sets_seed") or 0)
     problem = check_inputs(cfg.task)  # before anything is made (a saved config skips compose)
@@ -348,7 +368,7 @@ def setup(cfg: DictConfig, progress: Progress = _quiet) -> JudgeHome:
         progress(f"judge setup: stored sets for sets_seed={sets_seed}")
         # The secret and the sets seed together: knowing the run's seed alone reveals nothing.
         # Drawn before any folder is made: a failing generator leaves nothing half made.
-        sets = plan_inputs(cfg, derive_seed(_secret(root), f"sets:{sets_seed}"))
+        sets = _kind(cfg.task).stored_sets(cfg, derive_seed(_secret(root), f"sets:{sets_seed}"))
         staging = target.with_name(target.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
@@ -439,6 +459,14 @@ def build_baseline(
         f"the task's build {what} on the baseline (template/): {said or 'no output'}"
         " — fix task.yaml's build or the template (a build writes only to $SWARMLAB_BUILD)"
     )
+
+
+def _kind(task: DictConfig) -> TaskKind:
+    """The task's kind (composing a task refuses an unknown one; a saved config's is checked
+    when it is loaded)."""
+    from judge.kinds import kind_of
+
+    return kind_of(task)
 
 
 def _references_runner(cfg: DictConfig) -> Callable:

@@ -91,8 +91,8 @@ class TaskConfig:
 
     A task is a folder holding ``task.yaml``; ``root`` is that folder's absolute path, set by
     the loader (``tasks.folder``), never written in the file. Other paths are relative to it.
-    ``serve`` and ``build`` are argv lists run inside the sandbox from the candidate's tree;
-    ``{python}`` stands for the sandbox's interpreter.
+    ``build`` is an argv list run inside the sandbox from the candidate's tree; ``{python}``
+    stands for the sandbox's interpreter.
 
     Fields set to ``MISSING`` are required: a task that leaves one out is refused with one line
     (no field silently falls back to another task's value).
@@ -109,9 +109,6 @@ class TaskConfig:
     template: str = MISSING
     mutants: str = "mutants.yaml"
     reference: str = "reference/solution.patch"
-    # "FILE.py:FUNCTION" of the task folder, loaded from that file (never imported by name):
-    # f(seed, batch, prompt_len, vocab) -> list of `batch` lists of token ids.
-    inputs: str = MISSING
     # Large read-only inputs (weights): name -> path (relative to the task folder); hashed,
     # mounted read-only at /assets/<name> in sandboxes and agent containers, never copied.
     assets: dict[str, str] = field(default_factory=dict)
@@ -128,7 +125,6 @@ class TaskConfig:
     # Any byte changed, file added or removed here is a REJECT: say `frozen: []` to have none.
     frozen: list[str] = MISSING
     package_names: list[str] = field(default_factory=list)
-    serve: list[str] = MISSING
     build: list[str] | None = None
     spec: SpecConfig = field(default_factory=SpecConfig)
 
@@ -137,8 +133,15 @@ class TaskConfig:
 class PromptTaskConfig(TaskConfig):
     """The fields of a task whose hidden inputs are sets of prompts (the stored correctness
     sets of ``judge.private``, the B=1 test of ``judge.b1``): a kind whose evaluation sends
-    prompts builds its node on this one (``TaskKind.task_node``)."""
+    prompts builds its node on this one (``TaskKind.task_node``) and its kind on
+    ``judge.kinds.prompt.PromptKind`` (set-up's stored sets, the generator's check)."""
 
+    # "FILE.py:FUNCTION" of the task folder, loaded from that file (never imported by name):
+    # f(seed, batch, prompt_len, vocab) -> list of `batch` lists of token ids.
+    inputs: str = MISSING
+    # The argv that starts the candidate's program in the sandbox (``{python}``: the sandbox's
+    # interpreter), run from the candidate's tree.
+    serve: list[str] = MISSING
     # Token ids lie in [0, vocab) (the prompts' ids, and the ids an engine returns).
     vocab: int = MISSING
     cases: list[CaseConfig] = MISSING

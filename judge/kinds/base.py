@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from omegaconf import DictConfig
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from judge.mutant import Mutant
-    from judge.private import JudgeHome
+    from judge.private import InputSet, JudgeHome
     from judge.queue import Job
     from judge.verdict import Evaluation
 
@@ -138,6 +140,26 @@ class TaskKind(Protocol):
     def required_reasons(self, task: DictConfig) -> list[str]:
         """The verdicts (``"WRONG (mismatch)"``, …) a preflight catalogue must hold at least
         once each: one per check of the kind, so that no check goes untested."""
+        ...
+
+    # What set-up (``judge.private``) asks of the kind: a kind whose hidden inputs are prompts
+    # takes all three from ``judge.kinds.prompt.PromptKind``.
+
+    def check_inputs(self, task: DictConfig) -> str | None:
+        """Why the task's inputs cannot be drawn (one line naming the file and the fix), or
+        None: tried cheaply when a task is composed and again at set-up, before any folder
+        is made."""
+        ...
+
+    def stored_sets(self, cfg: DictConfig, seed: int) -> list[InputSet]:
+        """The hidden sets set-up stores for one sets seed, drawn from ``seed`` (the secret
+        and the sets seed together), the baseline's answers recorded by
+        ``baseline_references``; empty for a kind that draws every input per evaluation."""
+        ...
+
+    def inputs_files(self, task: DictConfig) -> list[Path]:
+        """The task's files whose code draws its hidden inputs: their bytes join the task's
+        fingerprint (``judge.private.task_fingerprint``)."""
         ...
 
     # Optional: ``scaffold(target: Path, name: str | None) -> Path`` writes a working task

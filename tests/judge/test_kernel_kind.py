@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 import judge.kinds.kernel  # noqa: F401  (registers the kind: nothing else names it yet)
 from judge import compose_judge_config
+from judge.checkout import BadInput
 from judge.kinds import get_kind
 from judge.kinds.kernel.config import KernelConfig, KernelTaskError, draw_inputs, kernel_config
 from judge.kinds.kernel.evaluator import (
@@ -109,26 +110,59 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 def test_the_node_is_read_from_the_task_and_bad_nodes_are_refused(cfg, tmp_path: Path) -> None:
     config = kernel_config(cfg.task)
     assert config.function == "kernel.py:softmax" and config.rtol > 0 and not config.exact
+    assert isinstance(config, KernelConfig) and config.inputs == "inputs.py:make_inputs"
+    # The task holds the kind's node and none of the prompt kinds' fields.
+    assert "kernel" in cfg.task and not {"inputs", "serve", "vocab", "cases"} & set(cfg.task)
     arrays = draw_inputs(cfg.task, 7)
     assert [a.dtype for a in arrays] == [np.float32]
     # Another seed draws other inputs; the same seed the same ones.
     assert not np.array_equal(arrays[0], draw_inputs(cfg.task, 8)[0])
     assert np.array_equal(arrays[0], draw_inputs(cfg.task, 7)[0])
-    # A ``kernel:`` node of the task (once the schema takes it from the kind) comes first.
+    # A plain mapping (a saved config) is typed the same way.
     plain = OmegaConf.create(OmegaConf.to_container(cfg.task))
     task = OmegaConf.merge(plain, {"kernel": {"function": "k.py:f", "rtol": 0.5}})
-    assert kernel_config(task) == KernelConfig("k.py:f", rtol=0.5)
-    task = OmegaConf.merge(plain, {"kernel": {"function": "k.py:f", "bogus": 1}})
-    with pytest.raises(KernelTaskError, match="unknown keys bogus"):
-        kernel_config(task)
-    task = OmegaConf.merge(plain, {"kernel": {"rtol": 0.1}})
-    with pytest.raises(KernelTaskError, match="needs function"):
-        kernel_config(task)
+    assert kernel_config(task) == replace(config, function="k.py:f", rtol=0.5)
+    plain.kernel = {"function": "k.py:f", "bogus": 1}
+    with pytest.raises(KernelTaskError, match="bogus"):
+        kernel_config(plain)
+    plain.kernel = {"calls": 0, "function": "k.py:f"}
+    with pytest.raises(KernelTaskError, match="calls >= 1"):
+        kernel_config(plain)
+
+
+BAD_NODES = [
+    # A typo and a wrong type are Hydra's own errors, naming the node's class.
+    ("rtol: 1.0e-5", "rtoll: 1.0e-5", "Key 'rtoll' not in 'KernelConfig'", "task.yaml"),
+    ("calls: 5", "calls: many", "Value 'many' of type 'str' could not be converted", "task.yaml"),
+    # A prompt kind's field is no kernel task's.
+    ("frozen: []", "frozen: []\nvocab: 2", "Key 'vocab' not in 'KernelTaskConfig'", "task.yaml"),
+    ('  function: "kernel.py:softmax"\n', "", "missing mandatory value: function", "task.yaml"),
+    ("make_inputs", "make_input", "inputs.py has no function make_input", "task.yaml"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "words", "file"), BAD_NODES)
+def test_a_bad_kernel_node_is_refused_at_composition(tmp_path, old, new, words, file) -> None:
     folder = tmp_path / "task"
     shutil.copytree(TASK, folder)
-    (folder / "inputs.py").write_text("def set_up_draw(*a):\n    return [[0]]\n")
-    with pytest.raises(KernelTaskError, match="no KERNEL mapping"):
-        kernel_config(OmegaConf.merge(plain, {"root": str(folder)}))
+    yaml = folder / "task.yaml"
+    assert old in yaml.read_text()
+    yaml.write_text(yaml.read_text().replace(old, new, 1))
+    with pytest.raises(BadInput) as info:
+        compose_judge_config([f"task={folder}"])
+    message = str(info.value)
+    assert words in message and "\n" not in message, message
+    assert str(folder / file) in message, message
+
+
+def test_a_task_without_a_kernel_node_is_refused(tmp_path) -> None:
+    folder = tmp_path / "task"
+    shutil.copytree(TASK, folder)
+    yaml = folder / "task.yaml"
+    text = yaml.read_text()
+    yaml.write_text(text[: text.index("kernel:")] + text[text.index("spec:") :])
+    with pytest.raises(BadInput, match=r"required field\(s\) missing: kernel"):
+        compose_judge_config([f"task={folder}"])
 
 
 def test_the_kind_scores_a_lower_is_better_call_time(cfg) -> None:
@@ -539,3 +573,34 @@ def test_the_watchdog_bound_covers_the_plan_and_hangs_up_every_engine(cfg, tmp_p
     run.sandbox = SimpleNamespace(containers=[SimpleNamespace(processes=[engine, engine])])  # type: ignore[assignment]
     run.overrun()
     assert run.overdue and hung == ["engine", "engine"]
+
+
+def test_new_task_writes_a_kernel_task_whose_catalogue_is_complete(tmp_path: Path) -> None:
+    """``python -m judge new-task DIR --kind kernel`` (a real subprocess): a folder that
+    composes as a kernel task, none of the prompt fields, its generated catalogue complete
+    (its preflight in Docker: docs/kinds-kernel.md); a folder that holds something is refused."""
+    target = tmp_path / "my kern"
+    done = subprocess.run(
+        [sys.executable, "-m", "judge", "new-task", str(target), "--kind", "kernel"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == target.resolve()
+    cfg = compose_judge_config([f"task={target}", f"judge.private_dir={tmp_path / 'judge'}"])
+    assert cfg.task.name == "my_kern" and cfg.task.kind == "kernel"
+    assert not {"inputs", "serve", "vocab", "cases"} & set(cfg.task)
+    assert kernel_config(cfg.task).function == "kernel.py:softmax"
+    mutants = catalogue(cfg)
+    assert {m.source for m in mutants} == {"generated"}
+    assert catalogue_problem(cfg, mutants) is None
+    again = subprocess.run(
+        [sys.executable, "-m", "judge", "new-task", str(target), "--kind", "kernel"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 2 and "is not empty" in again.stderr

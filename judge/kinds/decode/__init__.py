@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from judge.kinds.base import Evaluator, Metric
 from judge.kinds.decode.config import DecodeTaskConfig
+from judge.kinds.prompt import PromptKind
 from judge.kinds.registry import task_kind
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @task_kind("decode")
-class DecodeKind:
+class DecodeKind(PromptKind):
     """Today's decode pipeline (``judge.kinds.decode.evaluator``) behind the kind protocol."""
 
     name = "decode"

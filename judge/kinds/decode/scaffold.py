@@ -8,17 +8,13 @@ written on the kind's generated mutants alone, and its baseline has an obvious, 
 
 from __future__ import annotations
 
-import re
-import shutil
 from pathlib import Path
+
+from judge.kinds.scaffold import task_name_for, write_scaffold
 
 FILES = Path(__file__).with_name("scaffold_files")
 
-
-def task_name_for(folder: Path) -> str:
-    """A task name from a folder's name: letters, digits and ``_ . -`` only."""
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", folder.resolve().name).strip("._-")
-    return name or "task"
+__all__ = ["FILES", "task_name_for", "write_decode_task"]
 
 
 def write_decode_task(target: Path, name: str | None = None) -> Path:
@@ -30,14 +26,4 @@ def write_decode_task(target: Path, name: str | None = None) -> Path:
     Raises:
         FileExistsError: ``target`` exists and is not an empty folder.
     """
-    target = target.resolve()
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise FileExistsError(f"{target} exists and is not empty: name a new or empty folder")
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(
-        FILES, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-    )
-    task_yaml = target / "task.yaml"
-    text = task_yaml.read_text().replace("name: NAME", f"name: {name or task_name_for(target)}")
-    task_yaml.write_text(text)
-    return target
+    return write_scaffold(FILES, target, name)

@@ -16,8 +16,9 @@ import numpy as np
 from omegaconf import DictConfig
 
 from judge.kinds.base import Evaluator, Metric
+from judge.kinds.kernel.config import KernelTaskConfig
 from judge.kinds.registry import task_kind
-from tasks.schema import PromptTaskConfig
+from tasks.schema import task_root
 
 if TYPE_CHECKING:
     from judge.mutant import Mutant
@@ -29,9 +30,8 @@ class KernelKind:
     """A function timed call by call by the judge's harness, in the sandbox."""
 
     name = "kernel"
-    # Set-up (judge.private) still draws prompt sets for every task, so a kernel task holds the
-    # prompt tasks' fields (one tiny set each) until set-up asks its kind what to store.
-    task_node = PromptTaskConfig
+    # The task config's node of this kind: the fields every kind has and ``kernel``.
+    task_node = KernelTaskConfig
 
     def metric(self, task: DictConfig) -> Metric:
         """The median time of one call (ms), lower is better; written as ``call_ms`` and
@@ -56,17 +56,48 @@ class KernelKind:
 
         return generated(cfg)
 
+    def scaffold(self, target: Path, name: str | None = None) -> Path:
+        """Write a working task folder of this kind into ``target`` (``new-task``): a row-wise
+        softmax in numpy, a Python loop over rows to start from.
+
+        Raises:
+            FileExistsError: ``target`` exists and is not an empty folder.
+        """
+        from judge.kinds.scaffold import write_scaffold
+
+        return write_scaffold(Path(__file__).with_name("scaffold_files"), target, name)
+
     def required_reasons(self, task: DictConfig) -> list[str]:
         """The verdicts a preflight catalogue must hold once each (one per check)."""
         from judge.kinds.kernel.mutants import required_reasons
 
         return required_reasons(task)
 
+    def check_inputs(self, task: DictConfig) -> str | None:
+        """Why the task's kernel node or input generator is unusable (one line), or None: the
+        node is read and one call's inputs drawn, on the host."""
+        from judge.kinds.kernel.config import inputs_problem
+
+        return inputs_problem(task)
+
+    def stored_sets(self, cfg: DictConfig, seed: int) -> list[InputSet]:
+        """None: every evaluation draws its inputs, call by call, and runs the baseline on
+        them (set-up stores no set)."""
+        return []
+
+    def inputs_files(self, task: DictConfig) -> list[Path]:
+        """The file of the task's input generator (``kernel.inputs``): it joins the task's
+        fingerprint."""
+        from judge.kinds.kernel.config import kernel_config
+
+        path = task_root(task) / kernel_config(task).inputs.partition(":")[0]
+        return [path] if path.is_file() else []
+
     def baseline_references(
         self, cfg: DictConfig, baseline: Path, sets: list[InputSet], progress: Any
     ) -> tuple[dict[str, np.ndarray], dict[str, tuple[float, float]]]:
-        """Set-up's stored references: none are used (every evaluation runs the baseline on
-        its own fresh inputs), so each set gets an empty one; the kernel node and the input
+        """Set-up's stored references: none (:meth:`stored_sets` stores no set; every
+        evaluation runs the baseline on its own fresh inputs); the kernel node and the input
         generator are checked here, once, on the host.
 
         Raises:
@@ -77,6 +108,7 @@ class KernelKind:
         kernel_config(cfg.task)
         draw_inputs(cfg.task, 0)
         empty = np.zeros((0,), dtype=np.int64)
+        # ``sets`` is :meth:`stored_sets`' (none): each would get an empty reference.
         arrays = {}
         for s in sets:
             arrays[f"tokens/{s.name}"] = empty

@@ -1,36 +1,33 @@
 """The kernel kind's node: which function is timed, on what inputs, to what tolerance.
 
-Today the node is the module-level ``KERNEL`` mapping of the task's input file (the file
-``task.inputs`` names, which the task's fingerprint already hashes): the task schema
-(``tasks/schema.py``) refuses keys it does not know, so a ``kernel:`` node of ``task.yaml`` would
-be refused. When the schema takes the kind's node from the kind, ``task.kernel`` is read first
-and the same fields are written there (docs/kinds-kernel.md).
+A kernel task's ``task.yaml`` holds a ``kernel:`` node (:class:`KernelConfig`), its task
+validated against :class:`KernelTaskConfig` (the kind's ``task_node``): an unknown key or a
+value of the wrong type is Hydra's own error when the task is composed (docs/kinds-kernel.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
-from tasks.schema import task_root
+from tasks.schema import TaskConfig, task_root
 
 
-@dataclass(frozen=True)
+@dataclass
 class KernelConfig:
-    """The kernel kind's settings.
+    """The kernel kind's settings (``task.kernel``).
 
     Attributes:
         function: ``FILE.py:NAME`` of the candidate's tree: the function timed, called with the
             input arrays as positional arguments, returning one ``numpy.ndarray`` (a C kernel
             is wrapped by a Python function, through ctypes or cffi).
-        generator: the function of the task's input file that draws one call's inputs:
-            ``generator(seed) -> list of numpy arrays`` (the judge draws them, from a seed new
-            to every call of every evaluation).
+        inputs: ``FILE.py:FUNCTION`` of the task folder that draws one call's inputs:
+            ``f(seed) -> list of numpy arrays`` (the judge draws them, from a seed new to every
+            call of every evaluation); the file joins the task's fingerprint.
         rtol: relative tolerance of the comparison with the baseline's output
             (``numpy.allclose``); 0 with ``atol`` 0: equal bytes.
         atol: absolute tolerance.
@@ -43,8 +40,8 @@ class KernelConfig:
         load_timeout_s: how long importing the function may take.
     """
 
-    function: str
-    generator: str = "make_inputs"
+    function: str = MISSING
+    inputs: str = "inputs.py:make_inputs"
     rtol: float = 0.0
     atol: float = 0.0
     warmup: int = 1
@@ -59,66 +56,76 @@ class KernelConfig:
         return self.rtol == 0 and self.atol == 0
 
 
+@dataclass
+class KernelTaskConfig(TaskConfig):
+    """A task of the kernel kind: the fields every kind has and its ``kernel`` node (no
+    prompt fields: the kind draws its inputs per call, and runs the judge's own harness, never
+    a command of the task)."""
+
+    kernel: KernelConfig = MISSING
+
+
 class KernelTaskError(ValueError):
     """The task's kernel node or generator is unusable (the task's fault, one line)."""
 
 
-def _node(task: DictConfig) -> Mapping[str, Any]:
-    if "kernel" in task and task.kernel is not None:
-        return OmegaConf.to_container(task.kernel, resolve=True)  # type: ignore[return-value]
-    module = _inputs_module(task)
-    node = module.get("KERNEL")
-    if not isinstance(node, Mapping):
-        raise KernelTaskError(
-            f"{_inputs_file(task)}: no KERNEL mapping (function, generator, rtol, atol, ...):"
-            " the kernel kind reads its settings there (docs/kinds-kernel.md)"
-        )
-    return node
+def _task_file(task: DictConfig) -> Path:
+    return task_root(task) / "task.yaml"
 
 
 def _inputs_file(task: DictConfig) -> Path:
-    return task_root(task) / str(task.inputs).partition(":")[0]
-
-
-def _inputs_module(task: DictConfig) -> dict[str, Any]:
-    from tasks.folder import TaskFolderError, load_task_callable
-
-    try:
-        # Loaded by path like every task file; any function of it reaches the module's names.
-        function = load_task_callable(str(task.inputs), task_root(task))
-    except TaskFolderError as exc:
-        raise KernelTaskError(str(exc)) from None
-    return function.__globals__
+    return task_root(task) / kernel_config(task).inputs.partition(":")[0]
 
 
 def kernel_config(task: DictConfig) -> KernelConfig:
     """The kernel node of ``task``.
 
     Raises:
-        KernelTaskError: no node, an unknown key, or a missing ``function``.
+        KernelTaskError: no node, an unknown key, a missing ``function``, or a count or
+            tolerance out of range.
     """
-    node = dict(_node(task))
-    known = {f.name for f in fields(KernelConfig)}
-    unknown = sorted(set(node) - known)
-    if unknown or "function" not in node:
+    node = task.get("kernel") if isinstance(task, DictConfig) else None
+    if node is None:
         raise KernelTaskError(
-            f"{_inputs_file(task)}: KERNEL: unknown keys {', '.join(unknown)}"
-            if unknown
-            else f"{_inputs_file(task)}: KERNEL needs function: 'FILE.py:NAME'"
+            f"{_task_file(task)}: no kernel node (function, inputs, rtol, atol, ...):"
+            " the kernel kind reads its settings there (docs/kinds-kernel.md)"
         )
-    config = KernelConfig(**node)
+    try:
+        # Typed by the schema when the task was composed; merged here too for a plain mapping.
+        typed = OmegaConf.merge(OmegaConf.structured(KernelConfig), node)
+        config: KernelConfig = OmegaConf.to_object(typed)  # type: ignore[assignment]
+    except Exception as exc:  # omegaconf's errors: an unknown key, a missing value, a type
+        # omegaconf's message ends with where the node lies (full_key, types): the key's name
+        # is already in it.
+        said = " ".join(str(exc).partition("full_key:")[0].split())
+        raise KernelTaskError(f"{_task_file(task)}: kernel: {said}") from None
     if config.calls < 1 or config.warmup < 0 or config.rtol < 0 or config.atol < 0:
-        raise KernelTaskError(f"{_inputs_file(task)}: KERNEL: calls >= 1, warmup, tolerances >= 0")
+        raise KernelTaskError(f"{_task_file(task)}: kernel: calls >= 1, warmup, tolerances >= 0")
     return config
 
 
 def generator(task: DictConfig) -> Callable[[int], list[np.ndarray]]:
-    """The task's input generator (``KERNEL.generator`` of its input file)."""
-    name = kernel_config(task).generator
-    function = _inputs_module(task).get(name)
-    if not callable(function):
-        raise KernelTaskError(f"{_inputs_file(task)}: KERNEL.generator: no function {name}")
-    return function
+    """The task's input generator (``kernel.inputs``), loaded from its file by path.
+
+    Raises:
+        KernelTaskError: the file or the function cannot be loaded.
+    """
+    from tasks.folder import TaskFolderError, load_task_callable
+
+    try:
+        return load_task_callable(kernel_config(task).inputs, task_root(task))
+    except TaskFolderError as exc:
+        raise KernelTaskError(str(exc)) from None
+
+
+def inputs_problem(task: DictConfig) -> str | None:
+    """Why the task's kernel node or generator is unusable (one line), or None: the node is
+    read and one call's inputs drawn on the host."""
+    try:
+        draw_inputs(task, 0)
+    except KernelTaskError as exc:
+        return str(exc)
+    return None
 
 
 def draw_inputs(task: DictConfig, seed: int) -> list[np.ndarray]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from judge.kinds.base import Evaluator, Metric
+from judge.kinds.prompt import PromptKind
 from judge.kinds.registry import task_kind
 from judge.kinds.server.config import ServerTaskConfig
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @task_kind("server")
-class ServerKind:
+class ServerKind(PromptKind):
     """A server behind the OpenAI-compatible wire contract, judged through a sidecar client."""
 
     name = "server"
