@@ -5,7 +5,7 @@
 Writes the synthetic run of ``bench/analysis_scale.py`` (its 6 seats: swarm w1-w4 and critic,
 solo w1), then for every seat an ATIF ``trajectory.json`` of ``--steps`` steps (every other one
 a ``bash`` call with its output) and the ``steps`` rows that mirror it
-(``tests/support/trajectories.py``), and times, from that directory alone: the view's first
+(``bench/seat_trajectories.py``), and times, from that directory alone: the view's first
 build (every section, the seats' time split included), each seat's first page from
 ``/api/seat`` (the trajectory read whole, one page sent), the page that holds its last step, a
 search over its whole transcript, and, when headless Chromium is installed, the live page from
@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from analysis_scale import ARMS, T0, write_run
+from seat_trajectories import synthetic_steps, write_seat
 
 from analysis.tables import is_run_dir, read_run_info
 from analysis.view.cli import export
 from analysis.view.server import ViewState, bind
-from tests.support.trajectories import synthetic_steps, write_seat
 
 
 def _fetch(url: str) -> tuple[float, int, dict]:

@@ -12,7 +12,6 @@ Sections (one JSON endpoint each, ``/api/<name>``): ``run``, ``race``, ``judge``
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from analysis._git import _git, dead_ends
 from analysis.report.measured import formulas_section
 from analysis.report.measures import call_records, subset
 from analysis.tables import RunInfo, Tables, _read_only, phase_busy_s
+from analysis.view._values import plain, uncovered_s
 from judge import Metric
 from runrecord import (
     PSEUDO_AGENTS,
@@ -78,17 +78,6 @@ _SHA = re.compile(r"[0-9a-f]{40}")
 _HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 #: The most characters of a diff the detail view carries (a candidate's diff is its author's text).
 DIFF_CHARS = 20_000
-
-
-def plain(value: Any) -> Any:
-    """A JSON-safe Python value: numpy scalars unwrapped, NaN/inf/NA as None."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def records(df: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
@@ -226,32 +215,6 @@ _EVAL_COLUMNS = [
     "score", "x_baseline", "pseudo_agent", "t_enqueued_s", "t_start_s", "t_end_s", "duration_s",
     "queue_wait_s", "duplicate_of", "near_tie", "b1_unresolved",
 ]  # fmt: skip
-
-
-def merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of ``spans`` as sorted, disjoint ``(start, end)`` pairs (empty ones dropped)."""
-    out: list[tuple[float, float]] = []
-    for start, end in sorted(s for s in spans if s[1] > s[0]):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
-
-
-def uncovered_s(spans: list[tuple[float, float]], cover: list[tuple[float, float]]) -> float:
-    """Seconds of the union of ``spans`` that the union of ``cover`` leaves out."""
-    a, b = merge(spans), merge(cover)
-    total = sum(e - s for s, e in a)
-    i = 0
-    for start, end in a:
-        while i < len(b) and b[i][1] <= start:
-            i += 1
-        j = i
-        while j < len(b) and b[j][0] < end:
-            total -= min(end, b[j][1]) - max(start, b[j][0])
-            j += 1
-    return total
 
 
 def _shared_judge(tables: Tables, run: RunInfo, now: float) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.tables import RunInfo, Tables
-from analysis.view.data import merge, plain, uncovered_s
+from analysis.view._values import merge, plain, uncovered_s
 
 #: No activity for this long is idle (the default ``agent.stall_minutes``, issue 26).
 IDLE_GAP_S = 600.0

@@ -23,8 +23,9 @@ import pandas as pd
 import pytest
 
 from analysis.tables import build_tables, phase_busy_s
+from analysis.view._values import merge, uncovered_s
 from analysis.view.cli import export
-from analysis.view.data import SECTIONS, merge, uncovered_s
+from analysis.view.data import SECTIONS
 from analysis.view.server import ViewState, bind
 from runrecord import REJUDGING_AGENTS
 from sqlitewal import connect_wal

@@ -17,8 +17,11 @@ from analysis.view.cli import export
 from analysis.view.seats import IDLE_GAP_S, _split, seat_page, seats_overview
 from tests.analysis.conftest import T0, FixtureRun
 from tests.analysis.test_view import _append_evaluation, get, serving
+from tests.support.bench import load_bench
 from tests.support.browser import severe, shoot, wait_for_sections
-from tests.support.trajectories import synthetic_steps, write_seat
+
+_trajectories = load_bench("seat_trajectories")
+synthetic_steps, write_seat = _trajectories.synthetic_steps, _trajectories.write_seat
 
 STEPS = 60
 FIXTURES = Path(__file__).parent / "fixtures" / "tokens"

@@ -45,7 +45,8 @@ def test_a_baseline_that_fails_to_build_in_an_evaluation_is_error_not_wrong(
     judge_private_dir, base_image, tmp_path, monkeypatch
 ):
     from isolation.gitutil import template_repo
-    from judge import compose_judge_config, evaluation
+    from judge import compose_judge_config
+    from judge.kinds.decode import evaluator as evaluation
     from judge.private import BaselineBuildFailed, setup
     from judge.queue import JudgeQueue
     from judge.service import run_until_done

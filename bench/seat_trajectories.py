@@ -1,7 +1,8 @@
 """Synthetic seat trajectories for the view's seat page: an ATIF ``trajectory.json`` and the
 ``steps`` rows that mirror it (issue 26), written into an existing run directory.
 
-Used by ``tests/analysis/test_view_seats.py`` and ``bench/seat_pages.py`` (6 seats x 5,000
+Used by ``bench/seat_pages.py`` and ``tests/analysis/test_view_seats.py`` (through
+``tests.support.bench.load_bench``) (6 seats x 5,000
 steps). The ``steps`` DDL is the runner's (``runrecord.schema``); it is repeated here, with
 ``IF NOT EXISTS``, for logs written before the table existed.
 """
