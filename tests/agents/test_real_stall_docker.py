@@ -42,7 +42,9 @@ def test_a_real_cli_that_sleeps_is_found_stalled_and_nudged(
         shell(SLEEP, FIRST, note="Pending review: I will wait for it."),
         text("Done waiting.", THEN),
     ]
-    endpoint = ENDPOINTS["anthropic"](script, port=0, api_key=key)
+    # The nudge is the keep-going message: here it must move the script on (the seat works
+    # again), not start it over as a resumed seat's script does (restart_on's default).
+    endpoint = ENDPOINTS["anthropic"](script, port=0, api_key=key, restart_on="")
     env = {k: v for k, v in os.environ.items() if k != client.key_env}
     with endpoint:
         env.update({client.key_env: key, client.base_url_env: endpoint.url})
